@@ -1,0 +1,1 @@
+"""Editor-facing side of stridelens: static analysis engine, rules, LSP features, CLI."""
