@@ -1,19 +1,153 @@
-"""`stridelens explain FILE:LINE:COL ...`: what the analysis knows of an expression."""
+"""`stridelens explain FILE:LINE:COL ...`: what the analysis knows of an expression.
+
+Several positions are answered in one process (torch is imported once); JSON output is
+one object for one position, an array (with `null` where nothing is known) for several.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
+from stridelens.server.analysis import Analysis, Explanation, SourceError, analyze_file
+from stridelens.server.analysis.storage_picture import render_storage_window
+
+
+class PositionError(Exception):
+    pass
+
 
 def register(commands: Any) -> None:
-    sub = commands.add_parser("explain", help="explain the tensor expression at FILE:LINE:COL")
+    sub = commands.add_parser(
+        "explain",
+        help="explain the tensor expression at FILE:LINE:COL (1-based line and column)",
+        description="Show what static analysis knows of the expression at each position: "
+        "shape, dtype, device, strides, storage offset, contiguity, view-of, grad facts.",
+    )
     sub.add_argument("positions", nargs="+", metavar="FILE:LINE:COL")
     sub.add_argument("--format", choices=("text", "json"), default="text")
     sub.set_defaults(handler=run)
 
 
+def parse_position(spec: str) -> tuple[str, int, int]:
+    parts = spec.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        raise PositionError(f"{spec}: expected FILE:LINE:COL")
+    path, line_text, col_text = parts
+    try:
+        line, col = int(line_text), int(col_text)
+    except ValueError:
+        raise PositionError(f"{spec}: LINE and COL must be numbers") from None
+    if line < 1 or col < 1:
+        raise PositionError(f"{spec}: LINE and COL are 1-based")
+    return path, line, col
+
+
+def explain_position(spec: str, cache: dict[str, Analysis]) -> Explanation | None:
+    path, line, col = parse_position(spec)
+    if path not in cache:
+        try:
+            cache[path] = analyze_file(path)
+        except SourceError as err:
+            raise PositionError(str(err)) from None
+    analysis = cache[path]
+    if line > len(analysis.lines):
+        raise PositionError(f"{spec}: line {line} is past the end of the file ({len(analysis.lines)} lines)")
+    text = analysis.lines[line - 1]
+    if col > len(text):
+        raise PositionError(f"{spec}: column {col} is past the end of line {line} ({len(text)} characters)")
+    broken = analysis.line_is_broken(line)
+    if broken is not None:
+        raise PositionError(f"{spec}: syntax error on this line: {broken.message}")
+    explanation = analysis.explain_at(line, col - 1)
+    if explanation is None:
+        raise PositionError(f"{spec}: not on an expression")
+    return explanation
+
+
+def render_text(spec: str, explanation: Explanation) -> str:
+    fact = explanation.fact
+    lines = [f"{spec}  `{explanation.expr}`"]
+    if fact is None:
+        if explanation.items:
+            lines.append(f"  a tuple of {len(explanation.items)} tensors:")
+            for i, item in enumerate(explanation.items):
+                shape = tuple(item.shape) if item is not None and item.shape is not None else "?"
+                lines.append(f"    [{i}] shape {shape}")
+        else:
+            lines.append("  nothing known: not a tensor the analysis can follow here")
+        return "\n".join(lines)
+
+    def show(value: Any) -> str:
+        if value is None:
+            return "unknown"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, tuple):
+            return str(value)
+        return str(value)
+
+    rows = [
+        ("shape", show(fact.shape)),
+        ("dtype", show(fact.dtype)),
+        ("device", show(fact.device)),
+        ("strides", show(fact.strides)),
+        ("storage offset", show(fact.storage_offset)),
+        ("contiguous", show(fact.contiguous)),
+    ]
+    if fact.view_of:
+        rows.append(("view of", f"`{fact.view_of}` (shares its storage)"))
+    elif fact.is_view is False:
+        rows.append(("memory", "its own storage"))
+    if fact.storage_numel is not None:
+        size = f"{fact.storage_numel} elements"
+        if fact.storage_nbytes is not None:
+            size += f", {fact.storage_nbytes:,} bytes"
+        rows.append(("storage size", size))
+    rows.append(("requires_grad", show(fact.requires_grad)))
+    if fact.carries_graph:
+        rows.append(("autograd", "carries a graph"))
+    if fact.detached_from:
+        rows.append(("detached from", f"`{fact.detached_from}`"))
+    width = max(len(k) for k, _ in rows)
+    lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
+    picture = render_storage_window(fact)
+    if picture:
+        lines.append("")
+        lines += [f"  {row}" for row in picture]
+    if fact.provenance:
+        lines.append("  why:")
+        lines += [f"    - {note}" for note in fact.notes()]
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    print("stridelens explain: engine not wired yet", file=sys.stderr)
-    return 2
+    cache: dict[str, Analysis] = {}
+    answers: list[dict[str, Any] | None] = []
+    failed = False
+    texts: list[str] = []
+    for spec in args.positions:
+        try:
+            explanation = explain_position(spec, cache)
+        except PositionError as err:
+            print(f"stridelens explain: {err}", file=sys.stderr)
+            failed = True
+            answers.append(None)
+            continue
+        if explanation is None:
+            answers.append(None)
+            continue
+        has_fact = explanation.fact is not None or explanation.items is not None
+        answers.append(explanation.to_json() if has_fact else None)
+        texts.append(render_text(spec, explanation))
+    if args.format == "json":
+        if len(args.positions) == 1:
+            if not failed:
+                print(json.dumps(answers[0], indent=2))
+        else:
+            print(json.dumps(answers, indent=2))
+    elif texts:
+        print("\n\n".join(texts))
+    return 2 if failed else 0

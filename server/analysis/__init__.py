@@ -1,0 +1,31 @@
+"""The static analysis engine: parse, interpret, replay on meta. No LSP code here.
+
+Entry points: `analyze_source` / `analyze_file` give an `Analysis`; `Analysis.explain_at`
+answers "what is known of the expression at this position".
+"""
+
+from __future__ import annotations
+
+from stridelens.server.analysis.engine import (
+    DEFAULT_BUDGET_S,
+    Analysis,
+    Explanation,
+    SourceError,
+    analyze_file,
+    analyze_source,
+    read_source,
+)
+from stridelens.server.analysis.facts import Provenance, ReplayEvent, TensorFact
+
+__all__ = [
+    "DEFAULT_BUDGET_S",
+    "Analysis",
+    "Explanation",
+    "Provenance",
+    "ReplayEvent",
+    "SourceError",
+    "TensorFact",
+    "analyze_file",
+    "analyze_source",
+    "read_source",
+]

@@ -1,0 +1,184 @@
+"""`Analysis`: the result of analysing one file, and how to ask it about a position."""
+
+from __future__ import annotations
+
+import ast
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from stridelens.server.analysis.facts import ReplayEvent, TensorFact
+from stridelens.server.analysis.interpreter import Interpreter
+from stridelens.server.analysis.parsing import BrokenLine, parse_tolerant
+from stridelens.server.analysis.positions import byte_to_char, char_to_byte
+from stridelens.server.analysis.values import ListOf, SeqValue, Value
+
+DEFAULT_BUDGET_S = 5.0
+MAX_FILE_BYTES = 8 * 1024 * 1024
+
+
+class SourceError(Exception):
+    """A file that cannot be analysed: missing, unreadable, not UTF-8, too large."""
+
+
+def read_source(path: str) -> str:
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise SourceError(f"{path}: file is too large to analyse ({size} bytes)")
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise SourceError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SourceError(f"{path}: is a directory") from None
+    except OSError as err:
+        raise SourceError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SourceError(
+            f"{path}: not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})"
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+@dataclass
+class Explanation:
+    """What is known of one expression."""
+
+    expr: str
+    node: ast.AST
+    fact: TensorFact | None
+    items: tuple[TensorFact | None, ...] | None = None  # for tuple results (chunk, split...)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.fact is not None:
+            return self.fact.to_json(self.expr)
+        out = TensorFact().to_json(self.expr)
+        if self.items is not None:
+            shapes = [list(i.shape) if i is not None and i.shape is not None else None for i in self.items]
+            out["notes"] = [f"a tuple of {len(self.items)} tensors with shapes {shapes}"]
+        return out
+
+
+@dataclass
+class Analysis:
+    path: str
+    source: str
+    lines: list[str]
+    tree: ast.Module
+    broken: list[BrokenLine]
+    values: dict[ast.AST, Value]
+    events: list[ReplayEvent]
+    timed_out: bool
+    exact: bool
+    _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
+
+    def fact_of(self, node: ast.AST) -> TensorFact | None:
+        value = self.values.get(node)
+        return value if isinstance(value, TensorFact) else None
+
+    def value_of(self, node: ast.AST) -> Value | None:
+        return self.values.get(node)
+
+    def parent_of(self, node: ast.AST) -> ast.AST | None:
+        if self._parents is None:
+            self._parents = {
+                child: parent for parent in ast.walk(self.tree) for child in ast.iter_child_nodes(parent)
+            }
+        return self._parents.get(node)
+
+    def line_is_broken(self, line: int) -> BrokenLine | None:
+        return next((b for b in self.broken if b.line == line), None)
+
+    def node_at(self, line: int, char_col: int) -> ast.expr | None:
+        """The innermost expression covering (1-based line, 0-based character column)."""
+        if not 1 <= line <= len(self.lines):
+            return None
+        text = self.lines[line - 1]
+        col = char_to_byte(text, char_col)
+        best: ast.expr | None = None
+        stack: list[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                start = getattr(child, "lineno", None)
+                if start is None:
+                    stack.append(child)  # arguments, comprehension, keyword, ...
+                    continue
+                end = getattr(child, "end_lineno", start) or start
+                if not start <= line <= end:
+                    continue
+                if isinstance(child, ast.expr):
+                    c0 = child.col_offset if start == line else 0
+                    c1 = (child.end_col_offset or 0) if end == line else 10**9
+                    if not c0 <= col < c1:
+                        continue
+                    best = child
+                stack.append(child)
+        return best
+
+    def explain_at(self, line: int, char_col: int) -> Explanation | None:
+        node = self.node_at(line, char_col)
+        if node is None:
+            return None
+        # On the method name of a call, explain the call's result.
+        parent = self.parent_of(node)
+        if isinstance(node, ast.Attribute) and isinstance(parent, ast.Call) and parent.func is node:
+            if not isinstance(self.values.get(node), TensorFact):
+                node = parent
+        value = self.values.get(node)
+        expr = ast.get_source_segment(self.source, node) or ast.unparse(node)
+        if isinstance(value, TensorFact):
+            return Explanation(expr, node, value)
+        if isinstance(value, SeqValue):
+            items = tuple(v if isinstance(v, TensorFact) else None for v in value.items)
+            return Explanation(expr, node, None, items)
+        if isinstance(value, ListOf) and isinstance(value.item, TensorFact):
+            return Explanation(expr, node, None, ())
+        return Explanation(expr, node, None)
+
+    def char_col(self, line: int, byte_col: int) -> int:
+        if not 1 <= line <= len(self.lines):
+            return byte_col
+        return byte_to_char(self.lines[line - 1], byte_col)
+
+
+def analyze_source(
+    source: str,
+    path: str = "<string>",
+    *,
+    replay: bool = True,
+    budget_s: float = DEFAULT_BUDGET_S,
+) -> Analysis:
+    """Analyse one file's text. Never executes it; never raises on bad input."""
+    source = source.removeprefix("\ufeff")
+    parsed = parse_tolerant(source)
+    interpreter = Interpreter(parsed.tree, replay=replay, budget_s=budget_s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own UserWarnings during replay
+        interpreter.run()
+    seen: set[tuple[str, int, int]] = set()
+    events = []
+    for event in interpreter.events:  # loop bodies run twice: report once
+        key = (event.kind, event.line, event.col)
+        if key not in seen:
+            seen.add(key)
+            events.append(event)
+    return Analysis(
+        path=path,
+        source=source,
+        lines=parsed.lines,
+        tree=parsed.tree,
+        broken=parsed.broken,
+        values=interpreter.facts,
+        events=events,
+        timed_out=interpreter.timed_out,
+        exact=replay,
+    )
+
+
+def analyze_file(path: str, *, replay: bool = True, budget_s: float = DEFAULT_BUDGET_S) -> Analysis:
+    return analyze_source(read_source(path), path, replay=replay, budget_s=budget_s)

@@ -1,0 +1,1364 @@
+"""Flow-sensitive abstract interpretation of a module: names -> abstract tensor facts.
+
+The interpreter walks statements in order, evaluating expressions to abstract values
+(`values.py`, `facts.py`). Where sizes are literal, ops are replayed on meta tensors
+(`replay.py`) and torch's own answer is recorded; where they are not, the facts that hold
+for any size (view-of, permuted, graph-carrying, detached) are kept. Branches join,
+loop bodies run twice so loop-carried changes are seen, and nothing from the workspace
+is ever executed: only whitelisted torch callables, on meta tensors.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import time
+from dataclasses import replace
+from typing import Any
+
+from stridelens.server.analysis import replay as rp
+from stridelens.server.analysis import torch_api as api
+from stridelens.server.analysis.constfold import NOT_FOLDED, fold_binop, fold_unary
+from stridelens.server.analysis.facts import ReplayEvent, TensorFact
+from stridelens.server.analysis.values import (
+    UNKNOWN,
+    ClassInfo,
+    Const,
+    FunctionValue,
+    GradContext,
+    InstanceValue,
+    ListOf,
+    ModuleValue,
+    SeqValue,
+    TorchRef,
+    Value,
+    forget_layout,
+    join_values,
+)
+
+MAX_PROVENANCE = 4
+MAX_LITERAL_ELEMENTS = 4096
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+class Scope:
+    """Names of one function or module body, with the module's names as fallback."""
+
+    __slots__ = ("env", "grad_enabled", "parent")
+
+    def __init__(self, parent: Scope | None, grad_enabled: bool = True) -> None:
+        self.env: dict[str, Value] = {}
+        self.parent = parent
+        self.grad_enabled = grad_enabled
+
+    def lookup(self, name: str) -> Value | None:
+        scope: Scope | None = self
+        while scope is not None:
+            value = scope.env.get(name)
+            if value is not None:
+                return value
+            scope = scope.parent
+        return None
+
+
+def _is_tensorish(value: Value) -> bool:
+    return isinstance(value, TensorFact)
+
+
+def _call_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return ""
+
+
+def _format_args(node: ast.Call) -> str:
+    try:
+        return ", ".join(ast.unparse(a) for a in [*node.args, *node.keywords])
+    except Exception:  # noqa: BLE001
+        return "..."
+
+
+class Interpreter:
+    def __init__(self, tree: ast.Module, *, replay: bool, budget_s: float) -> None:
+        self.tree = tree
+        self.replay = replay
+        self.deadline = time.monotonic() + budget_s
+        self.facts: dict[ast.AST, Value] = {}
+        self.events: list[ReplayEvent] = []
+        self.timed_out = False
+        self.storage_owner: dict[int, str] = {}
+        self._symbolic_storage = 0
+        self._steps = 0
+        self._pending_functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope, ClassInfo | None]] = []
+        self._torch_ready = False
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> None:
+        module_scope = Scope(None)
+        try:
+            self.exec_block(self.tree.body, module_scope)
+            # Function bodies see the module's names as they are at the end of the module.
+            while self._pending_functions:
+                fn, parent, cls = self._pending_functions.pop(0)
+                self.exec_function(fn, parent, cls)
+        except BudgetExceeded:
+            self.timed_out = True
+        except RecursionError:
+            self.timed_out = True
+
+    def _tick(self) -> None:
+        self._steps += 1
+        if self._steps & 63 == 0 and time.monotonic() > self.deadline:
+            raise BudgetExceeded
+
+    def _torch(self) -> Any:
+        if not self.replay:
+            raise rp.CannotReplay
+        torch = rp.load_torch()
+        self._torch_ready = True
+        return torch
+
+    def fresh_storage(self) -> int:
+        self._symbolic_storage -= 1
+        return self._symbolic_storage
+
+    def record(self, node: ast.AST, value: Value) -> Value:
+        if isinstance(value, (TensorFact, SeqValue, ListOf)):
+            self.facts[node] = value
+        return value
+
+    # -------------------------------------------------------------- statements
+    def exec_block(self, body: list[ast.stmt], scope: Scope) -> None:
+        for stmt in body:
+            self._tick()
+            self.exec_stmt(stmt, scope)
+
+    def exec_stmt(self, stmt: ast.stmt, scope: Scope) -> None:
+        handler = getattr(self, "stmt_" + type(stmt).__name__, None)
+        if handler is not None:
+            handler(stmt, scope)
+            return
+        # Anything else: evaluate the expressions it contains, for their facts.
+        for child in ast.iter_child_nodes(stmt):
+            if isinstance(child, ast.expr):
+                self.eval(child, scope)
+
+    def stmt_Expr(self, stmt: ast.Expr, scope: Scope) -> None:
+        self.eval(stmt.value, scope)
+
+    def stmt_Assign(self, stmt: ast.Assign, scope: Scope) -> None:
+        value = self.eval(stmt.value, scope)
+        for target in stmt.targets:
+            self.bind(target, value, scope)
+
+    def stmt_AnnAssign(self, stmt: ast.AnnAssign, scope: Scope) -> None:
+        if stmt.value is not None:
+            value = self.eval(stmt.value, scope)
+        elif self._annotation_is_tensor(stmt.annotation):
+            value = TensorFact(storage_key=self.fresh_storage())
+        else:
+            return
+        self.bind(stmt.target, value, scope)
+
+    def stmt_AugAssign(self, stmt: ast.AugAssign, scope: Scope) -> None:
+        current = self.eval_target_value(stmt.target, scope)
+        right = self.eval(stmt.value, scope)
+        result = self.binop(stmt.op, current, right, stmt, scope, inplace=True)
+        if isinstance(stmt.target, ast.Name):
+            self.bind(stmt.target, result, scope)
+        else:
+            self.record(stmt.target, result)
+
+    def stmt_Import(self, stmt: ast.Import, scope: Scope) -> None:
+        for alias in stmt.names:
+            if alias.name == "torch" or alias.name.startswith("torch."):
+                if alias.asname:
+                    scope.env[alias.asname] = TorchRef(alias.name)
+                else:
+                    scope.env["torch"] = TorchRef("torch")
+            else:
+                scope.env[alias.asname or alias.name.split(".")[0]] = UNKNOWN
+
+    def stmt_ImportFrom(self, stmt: ast.ImportFrom, scope: Scope) -> None:
+        module = stmt.module or ""
+        for alias in stmt.names:
+            if alias.name == "*":
+                continue
+            bound = alias.asname or alias.name
+            if stmt.level == 0 and (module == "torch" or module.startswith("torch.")):
+                scope.env[bound] = TorchRef(f"{module}.{alias.name}")
+            else:
+                scope.env[bound] = UNKNOWN
+
+    def stmt_If(self, stmt: ast.If, scope: Scope) -> None:
+        test = self.eval(stmt.test, scope)
+        if isinstance(test, Const) and isinstance(test.value, (bool, int)):
+            self.exec_block(stmt.body if test.value else stmt.orelse, scope)
+            return
+        self._branches([stmt.body, stmt.orelse], scope)
+
+    def _branches(self, bodies: list[list[ast.stmt]], scope: Scope) -> None:
+        before = dict(scope.env)
+        results: list[dict[str, Value]] = []
+        for body in bodies:
+            scope.env = dict(before)
+            self.exec_block(body, scope)
+            results.append(scope.env)
+        scope.env = self._join_envs(results)
+
+    def _join_envs(self, envs: list[dict[str, Value]]) -> dict[str, Value]:
+        joined = dict(envs[0])
+        for other in envs[1:]:
+            for name in set(joined) | set(other):
+                a, b = joined.get(name), other.get(name)
+                if a is None or b is None:
+                    joined[name] = UNKNOWN
+                elif a is not b:
+                    joined[name] = join_values(a, b)
+        return joined
+
+    def _loop(self, body: list[ast.stmt], orelse: list[ast.stmt], scope: Scope, bind: Any) -> None:
+        before = dict(scope.env)
+        bind()
+        self.exec_block(body, scope)
+        # Second pass from the join of entry and end-of-body: loop-carried changes show.
+        scope.env = self._join_envs([before, scope.env])
+        bind()
+        self.exec_block(body, scope)
+        scope.env = self._join_envs([before, scope.env])
+        self.exec_block(orelse, scope)
+
+    def stmt_For(self, stmt: ast.For | ast.AsyncFor, scope: Scope) -> None:
+        iterable = self.eval(stmt.iter, scope)
+        item = self._element_of(iterable)
+        self._loop(stmt.body, stmt.orelse, scope, lambda: self.bind(stmt.target, item, scope))
+
+    stmt_AsyncFor = stmt_For
+
+    def stmt_While(self, stmt: ast.While, scope: Scope) -> None:
+        self.eval(stmt.test, scope)
+        self._loop(stmt.body, stmt.orelse, scope, lambda: None)
+
+    def stmt_With(self, stmt: ast.With | ast.AsyncWith, scope: Scope) -> None:
+        saved = scope.grad_enabled
+        for item in stmt.items:
+            value = self.eval(item.context_expr, scope)
+            if isinstance(value, GradContext):
+                scope.grad_enabled = value.enabled
+            if item.optional_vars is not None:
+                self.bind(item.optional_vars, UNKNOWN, scope)
+        try:
+            self.exec_block(stmt.body, scope)
+        finally:
+            scope.grad_enabled = saved
+
+    stmt_AsyncWith = stmt_With
+
+    def stmt_Try(self, stmt: ast.Try, scope: Scope) -> None:
+        before = dict(scope.env)
+        self.exec_block(stmt.body, scope)
+        after_body = scope.env
+        outcomes = [after_body]
+        for handler in stmt.handlers:
+            scope.env = self._join_envs([before, after_body])
+            if handler.name:
+                scope.env[handler.name] = UNKNOWN
+            self.exec_block(handler.body, scope)
+            outcomes.append(scope.env)
+        scope.env = self._join_envs(outcomes)
+        self.exec_block(stmt.orelse, scope)
+        self.exec_block(stmt.finalbody, scope)
+
+    stmt_TryStar = stmt_Try
+
+    def stmt_Match(self, stmt: Any, scope: Scope) -> None:
+        self.eval(stmt.subject, scope)
+        self._branches([case.body for case in stmt.cases] + [[]], scope)
+
+    def stmt_Delete(self, stmt: ast.Delete, scope: Scope) -> None:
+        for target in stmt.targets:
+            if isinstance(target, ast.Name):
+                scope.env[target.id] = UNKNOWN
+
+    def stmt_Return(self, stmt: ast.Return, scope: Scope) -> None:
+        if stmt.value is not None:
+            self.eval(stmt.value, scope)
+
+    def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
+        for deco in stmt.decorator_list:
+            self.eval(deco, scope)
+        scope.env[stmt.name] = FunctionValue(stmt)
+        self._pending_functions.append((stmt, scope, None))
+
+    stmt_AsyncFunctionDef = stmt_FunctionDef
+
+    def stmt_ClassDef(self, stmt: ast.ClassDef, scope: Scope) -> None:
+        methods = {
+            s.name: s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        is_module = False
+        for base in stmt.bases:
+            value = self.eval(base, scope)
+            if isinstance(value, TorchRef) and value.path in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+                is_module = True
+        info = ClassInfo(stmt, methods, is_module=is_module)
+        scope.env[stmt.name] = info
+        class_scope = Scope(scope, scope.grad_enabled)
+        for s in stmt.body:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for deco in s.decorator_list:
+                    self.eval(deco, class_scope)
+                continue
+            self.exec_stmt(s, class_scope)
+        # __init__ first, so the other methods see what it assigned to `self`.
+        init = methods.get("__init__")
+        if init is not None:
+            self.exec_function(init, scope, info)
+        for name, fn in methods.items():
+            if name != "__init__":
+                self._pending_functions.append((fn, scope, info))
+
+    # --------------------------------------------------------------- functions
+    def _annotation_is_tensor(self, annotation: ast.expr | None) -> bool:
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            return annotation.value.split(".")[-1] in ("Tensor", "FloatTensor", "LongTensor")
+        if isinstance(annotation, ast.Subscript):  # jaxtyping: Float[Tensor, "B C"]
+            return self._annotation_is_tensor(annotation.slice) or (
+                isinstance(annotation.slice, ast.Tuple)
+                and any(self._annotation_is_tensor(e) for e in annotation.slice.elts)
+            )
+        name = _call_name(annotation)
+        return name in ("Tensor", "FloatTensor", "LongTensor")
+
+    def _grad_mode_of_decorators(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> bool:
+        enabled = True
+        for deco in fn.decorator_list:
+            value = self.eval(deco, scope)
+            if isinstance(value, GradContext):
+                enabled = value.enabled
+            elif isinstance(value, TorchRef) and value.path in api.GRAD_CONTEXTS:
+                mode = api.GRAD_CONTEXTS[value.path]
+                enabled = bool(mode) if mode is not None else enabled
+        return enabled
+
+    def exec_function(
+        self, fn: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope, cls: ClassInfo | None
+    ) -> None:
+        scope = Scope(parent, self._grad_mode_of_decorators(fn, parent))
+        args = fn.args
+        positional = [*args.posonlyargs, *args.args]
+        for i, arg in enumerate(positional):
+            if i == 0 and cls is not None and not any(
+                _call_name(d) in ("staticmethod",) for d in fn.decorator_list
+            ):
+                scope.env[arg.arg] = InstanceValue(cls)
+                continue
+            scope.env[arg.arg] = self._param_value(arg)
+        for arg in args.kwonlyargs:
+            scope.env[arg.arg] = self._param_value(arg)
+        if args.vararg:
+            scope.env[args.vararg.arg] = UNKNOWN
+        if args.kwarg:
+            scope.env[args.kwarg.arg] = UNKNOWN
+        self.exec_block(fn.body, scope)
+
+    def _param_value(self, arg: ast.arg) -> Value:
+        if self._annotation_is_tensor(arg.annotation):
+            return self.record(arg, TensorFact(storage_key=self.fresh_storage()))
+        return UNKNOWN
+
+    # ------------------------------------------------------------------ binding
+    def bind(self, target: ast.expr, value: Value, scope: Scope) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, TensorFact):
+                value = self._claim_storage(target.id, value)
+            scope.env[target.id] = value
+            self.record(target, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items: list[Value]
+            if isinstance(value, SeqValue) and len(value.items) == len(target.elts) and not any(
+                isinstance(e, ast.Starred) for e in target.elts
+            ):
+                items = list(value.items)
+            elif isinstance(value, ListOf):
+                items = [value.item] * len(target.elts)
+            else:
+                items = [UNKNOWN] * len(target.elts)
+            for elt, item in zip(target.elts, items, strict=False):
+                if isinstance(elt, ast.Starred):
+                    self.bind(elt.value, UNKNOWN, scope)
+                else:
+                    self.bind(elt, item, scope)
+        elif isinstance(target, ast.Attribute):
+            owner = self.eval(target.value, scope)
+            if isinstance(owner, InstanceValue):
+                # `self.x = ...` outside __init__ makes the attribute path-dependent.
+                old = owner.cls.attributes.get(target.attr)
+                owner.cls.attributes[target.attr] = value if old is None else join_values(old, value)
+            self.record(target, value)
+        elif isinstance(target, ast.Subscript):
+            self.eval(target.value, scope)
+            self.eval(target.slice, scope)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, UNKNOWN, scope)
+
+    def _claim_storage(self, name: str, fact: TensorFact) -> TensorFact:
+        """The first name bound to a storage owns it; later names are views of it."""
+        key = fact.storage_key
+        if key is None:
+            return fact
+        owner = self.storage_owner.get(key)
+        if owner is None:
+            self.storage_owner[key] = name
+            if fact.view_of is not None and fact.is_view is not True:
+                return replace(fact, view_of=None)
+            return fact
+        if owner != name and fact.view_of != owner:
+            return replace(fact, view_of=owner)
+        return fact
+
+    def eval_target_value(self, target: ast.expr, scope: Scope) -> Value:
+        if isinstance(target, ast.Name):
+            value = scope.lookup(target.id)
+            return value if value is not None else UNKNOWN
+        return self.eval(target, scope)
+
+    def _element_of(self, iterable: Value) -> Value:
+        if isinstance(iterable, SeqValue) and iterable.items:
+            item = iterable.items[0]
+            for other in iterable.items[1:]:
+                item = join_values(item, other)
+            return item
+        if isinstance(iterable, ListOf):
+            return iterable.item
+        if isinstance(iterable, TensorFact):
+            return forget_layout(replace(iterable, is_view=True))
+        return UNKNOWN
+
+    # ------------------------------------------------------------- expressions
+    def eval(self, node: ast.expr, scope: Scope) -> Value:
+        handler = getattr(self, "expr_" + type(node).__name__, None)
+        if handler is None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child, scope)
+            return UNKNOWN
+        value: Value = handler(node, scope)
+        return self.record(node, value)
+
+    def expr_Constant(self, node: ast.Constant, scope: Scope) -> Value:
+        return Const(node.value)
+
+    def expr_Name(self, node: ast.Name, scope: Scope) -> Value:
+        value = scope.lookup(node.id)
+        if value is None:
+            if node.id in ("True", "False", "None"):
+                return Const({"True": True, "False": False, "None": None}[node.id])
+            return UNKNOWN
+        return value
+
+    def expr_Tuple(self, node: ast.Tuple | ast.List, scope: Scope) -> Value:
+        items = []
+        for elt in node.elts:
+            if isinstance(elt, ast.Starred):
+                self.eval(elt.value, scope)
+                return UNKNOWN
+            items.append(self.eval(elt, scope))
+        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
+        if all(isinstance(i, Const) for i in items):
+            consts = tuple(i.value for i in items if isinstance(i, Const))
+            return Const(consts if kind == "tuple" else list(consts))
+        return SeqValue(tuple(items), kind)
+
+    expr_List = expr_Tuple
+
+    def expr_Slice(self, node: ast.Slice, scope: Scope) -> Value:
+        parts: list[Any] = []
+        for part in (node.lower, node.upper, node.step):
+            if part is None:
+                parts.append(None)
+                continue
+            value = self.eval(part, scope)
+            if not isinstance(value, Const):
+                return UNKNOWN
+            parts.append(value.value)
+        return Const(slice(*parts))
+
+    def expr_IfExp(self, node: ast.IfExp, scope: Scope) -> Value:
+        test = self.eval(node.test, scope)
+        if isinstance(test, Const) and isinstance(test.value, (bool, int)):
+            return self.eval(node.body if test.value else node.orelse, scope)
+        return join_values(self.eval(node.body, scope), self.eval(node.orelse, scope))
+
+    def expr_NamedExpr(self, node: ast.NamedExpr, scope: Scope) -> Value:
+        value = self.eval(node.value, scope)
+        self.bind(node.target, value, scope)
+        return value
+
+    def expr_Lambda(self, node: ast.Lambda, scope: Scope) -> Value:
+        return UNKNOWN
+
+    def _comprehension(self, node: Any, scope: Scope, elts: list[ast.expr]) -> Value:
+        inner = Scope(scope, scope.grad_enabled)
+        for gen in node.generators:
+            iterable = self.eval(gen.iter, inner)
+            self.bind(gen.target, self._element_of(iterable), inner)
+            for cond in gen.ifs:
+                self.eval(cond, inner)
+        values = [self.eval(e, inner) for e in elts]
+        return ListOf(values[0]) if len(values) == 1 else UNKNOWN
+
+    def expr_ListComp(self, node: ast.ListComp, scope: Scope) -> Value:
+        return self._comprehension(node, scope, [node.elt])
+
+    expr_SetComp = expr_ListComp
+    expr_GeneratorExp = expr_ListComp
+
+    def expr_DictComp(self, node: ast.DictComp, scope: Scope) -> Value:
+        self._comprehension(node, scope, [node.key, node.value])
+        return UNKNOWN
+
+    def expr_UnaryOp(self, node: ast.UnaryOp, scope: Scope) -> Value:
+        operand = self.eval(node.operand, scope)
+        if isinstance(operand, Const):
+            folded = fold_unary(node.op, operand.value)
+            return UNKNOWN if folded is NOT_FOLDED else Const(folded)
+        if isinstance(operand, TensorFact) and not isinstance(node.op, ast.Not):
+            fn: Any = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
+                type(node.op)
+            ]
+            return self.tensor_op(lambda a: fn(a), [operand], node, scope, f"unary {type(node.op).__name__}")
+        return UNKNOWN
+
+    def expr_BinOp(self, node: ast.BinOp, scope: Scope) -> Value:
+        left = self.eval(node.left, scope)
+        right = self.eval(node.right, scope)
+        return self.binop(node.op, left, right, node, scope)
+
+    def binop(
+        self, op: ast.operator, left: Value, right: Value, node: ast.AST, scope: Scope, inplace: bool = False
+    ) -> Value:
+        if isinstance(left, Const) and isinstance(right, Const):
+            folded = fold_binop(op, left.value, right.value)
+            return UNKNOWN if folded is NOT_FOLDED else Const(folded)
+        if isinstance(left, TensorFact) or isinstance(right, TensorFact):
+            fns: dict[type, Any] = {
+                ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+                ast.Pow: operator.pow, ast.MatMult: operator.matmul, ast.BitAnd: operator.and_,
+                ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+            }  # fmt: skip
+            fn = fns.get(type(op))
+            if fn is None:
+                return TensorFact()
+            if inplace and isinstance(left, TensorFact):
+                # `x += y` writes into x's storage: same tensor, new facts only for grad.
+                result = self.tensor_op(lambda a, b: fn(a, b), [left, right], node, scope, "op")
+                if isinstance(result, TensorFact) and left.meta is not None and result.meta is not None:
+                    return replace(
+                        result,
+                        storage_key=left.storage_key,
+                        strides=left.strides,
+                        storage_offset=left.storage_offset,
+                        contiguous=left.contiguous,
+                        is_view=left.is_view,
+                        view_of=left.view_of,
+                        storage_numel=left.storage_numel,
+                    )
+                return result
+            return self.tensor_op(lambda a, b: fn(a, b), [left, right], node, scope, "op")
+        return UNKNOWN
+
+    def expr_Compare(self, node: ast.Compare, scope: Scope) -> Value:
+        left = self.eval(node.left, scope)
+        rights = [self.eval(c, scope) for c in node.comparators]
+        if len(rights) == 1 and (isinstance(left, TensorFact) or isinstance(rights[0], TensorFact)):
+            fns: dict[type, Any] = {
+                ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+                ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            }  # fmt: skip
+            fn = fns.get(type(node.ops[0]))
+            if fn is not None:
+                result = self.tensor_op(lambda a, b: fn(a, b), [left, rights[0]], node, scope, "compare")
+                if isinstance(result, TensorFact):
+                    return replace(result, requires_grad=False, carries_graph=False)
+        return UNKNOWN
+
+    def expr_BoolOp(self, node: ast.BoolOp, scope: Scope) -> Value:
+        for value in node.values:
+            self.eval(value, scope)
+        return UNKNOWN
+
+    def expr_Dict(self, node: ast.Dict, scope: Scope) -> Value:
+        for part in [*node.keys, *node.values]:
+            if part is not None:
+                self.eval(part, scope)
+        return UNKNOWN
+
+    def expr_Starred(self, node: ast.Starred, scope: Scope) -> Value:
+        self.eval(node.value, scope)
+        return UNKNOWN
+
+    def expr_Attribute(self, node: ast.Attribute, scope: Scope) -> Value:
+        owner = self.eval(node.value, scope)
+        attr = node.attr
+        if isinstance(owner, TorchRef):
+            return TorchRef(f"{owner.path}.{attr}")
+        if isinstance(owner, InstanceValue):
+            value = owner.cls.attributes.get(attr)
+            if value is not None:
+                return value
+            method = owner.cls.methods.get(attr)
+            return FunctionValue(method) if method is not None else UNKNOWN
+        if isinstance(owner, TensorFact):
+            return self.tensor_attribute(owner, attr, node, scope)
+        return UNKNOWN
+
+    def tensor_attribute(self, tensor: TensorFact, attr: str, node: ast.AST, scope: Scope) -> Value:
+        if attr in ("T", "mT", "H", "mH"):
+            return self.tensor_method(tensor, attr, [], {}, node, scope, as_property=True)
+        if attr == "shape" and tensor.shape is not None:
+            return Const(tuple(tensor.shape))
+        if attr == "ndim" and tensor.shape is not None:
+            return Const(len(tensor.shape))
+        if attr == "dtype" and tensor.dtype is not None:
+            return TorchRef(f"torch.{tensor.dtype}")
+        if attr == "data":
+            # `.data` shares storage and drops the graph, silently.
+            line = getattr(node, "lineno", 0)
+            fact = replace(
+                tensor,
+                requires_grad=False,
+                carries_graph=False,
+                is_view=tensor.is_view if tensor.meta is None else None,
+                meta=tensor.meta.detach() if tensor.meta is not None else None,
+            )
+            if fact.meta is not None:
+                fact = replace(rp.fact_from_meta(fact.meta, tensor.device), storage_key=tensor.storage_key, provenance=tensor.provenance)
+            fact = replace(fact, detached_from=_source_text(node.value) if isinstance(node, ast.Attribute) else None)
+            return fact.with_note("shares storage, no autograd", ".data", line)
+        if attr in ("grad",):
+            return TensorFact(device=tensor.device, dtype=tensor.dtype, shape=tensor.shape)
+        return UNKNOWN
+
+    def expr_Subscript(self, node: ast.Subscript, scope: Scope) -> Value:
+        base = self.eval(node.value, scope)
+        index = self.eval(node.slice, scope)
+        if isinstance(base, SeqValue) and isinstance(index, Const) and isinstance(index.value, int):
+            try:
+                return base.items[index.value]
+            except IndexError:
+                return UNKNOWN
+        if isinstance(base, ListOf) and isinstance(index, Const) and isinstance(index.value, int):
+            return base.item
+        if isinstance(base, Const) and isinstance(index, Const):
+            try:
+                value = base.value[index.value]
+            except Exception:  # noqa: BLE001
+                return UNKNOWN
+            return Const(value)
+        if isinstance(base, TensorFact):
+            return self.index_tensor(base, index, node, scope)
+        return UNKNOWN
+
+    def index_tensor(self, base: TensorFact, index: Value, node: ast.Subscript, scope: Scope) -> Value:
+        basic = self._is_basic_index(index)
+        line = node.lineno
+        try:
+            text = ast.unparse(node.slice)
+        except Exception:  # noqa: BLE001
+            text = "..."
+        result = self.tensor_op(lambda t, i: t[i], [base, index], node, scope, f"[{text}]")
+        if isinstance(result, TensorFact) and result.meta is None and basic:
+            # Basic indexing is always a view, whatever the sizes.
+            return replace(
+                forget_layout(result),
+                is_view=True,
+                storage_key=base.storage_key,
+                view_of=base.view_of,
+                dtype=base.dtype,
+                device=base.device,
+                carries_graph=base.carries_graph,
+                requires_grad=base.requires_grad,
+            ).with_note("view", f"indexing [{text}]", line)
+        return result
+
+    @staticmethod
+    def _is_basic_index(index: Value) -> bool:
+        def ok(v: Any) -> bool:
+            return v is None or v is Ellipsis or (isinstance(v, (int, slice)) and not isinstance(v, bool))
+
+        if isinstance(index, Const):
+            value = index.value
+            if isinstance(value, tuple):
+                return all(ok(v) for v in value)
+            return ok(value)
+        return False
+
+    # -------------------------------------------------------------------- calls
+    def _eval_args(self, node: ast.Call, scope: Scope) -> tuple[list[Value], dict[str, Value], bool]:
+        args: list[Value] = []
+        kwargs: dict[str, Value] = {}
+        exact = True
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                self.eval(a.value, scope)
+                exact = False
+                continue
+            args.append(self.eval(a, scope))
+        for kw in node.keywords:
+            value = self.eval(kw.value, scope)
+            if kw.arg is None:
+                exact = False
+            else:
+                kwargs[kw.arg] = value
+        return args, kwargs, exact
+
+    def expr_Call(self, node: ast.Call, scope: Scope) -> Value:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            receiver = self.eval(func.value, scope)
+            args, kwargs, exact = self._eval_args(node, scope)
+            name = func.attr
+            if isinstance(receiver, TensorFact) or (
+                receiver is UNKNOWN and name in api.TENSOR_ONLY_METHODS
+            ):
+                tensor = receiver if isinstance(receiver, TensorFact) else TensorFact(storage_key=self.fresh_storage())
+                if not exact:
+                    return self._unknown_result(tensor, name)
+                result = self.tensor_method(tensor, name, args, kwargs, node, scope)
+                if name in ("detach", "detach_") and isinstance(result, TensorFact):
+                    result = replace(result, detached_from=_source_text(func.value))
+                return result
+            if isinstance(receiver, TorchRef):
+                return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
+            if isinstance(receiver, ModuleValue):
+                return self.module_method(receiver, name, args, kwargs)
+            if isinstance(receiver, InstanceValue):
+                callee = receiver.cls.attributes.get(name)
+                if isinstance(callee, ModuleValue):
+                    return self.call_module(callee, args, kwargs, exact, node, scope)
+                if name in ("eval", "train", "to", "cuda", "cpu", "requires_grad_"):
+                    return receiver
+                return UNKNOWN
+            return UNKNOWN
+        callee = self.eval(func, scope)
+        args, kwargs, exact = self._eval_args(node, scope)
+        if isinstance(callee, TorchRef):
+            return self.call_torch(callee.path, args, kwargs, exact, node, scope)
+        if isinstance(callee, ModuleValue):
+            return self.call_module(callee, args, kwargs, exact, node, scope)
+        if isinstance(callee, ClassInfo):
+            return InstanceValue(callee)
+        if isinstance(callee, InstanceValue) and callee.cls.is_module:
+            return self.call_user_module(callee, args, scope)
+        if isinstance(func, ast.Name) and callee is UNKNOWN and scope.lookup(func.id) is None:
+            return self.call_builtin(func.id, args)
+        return UNKNOWN
+
+    def call_builtin(self, name: str, args: list[Value]) -> Value:
+        if name == "len" and len(args) == 1:
+            arg = args[0]
+            if isinstance(arg, TensorFact) and arg.shape:
+                return Const(arg.shape[0])
+            if isinstance(arg, SeqValue):
+                return Const(len(arg.items))
+            if isinstance(arg, Const) and isinstance(arg.value, (tuple, list, str)):
+                return Const(len(arg.value))
+        if name in ("int", "tuple", "list") and len(args) == 1 and isinstance(args[0], Const):
+            try:
+                return Const({"int": int, "tuple": tuple, "list": list}[name](args[0].value))
+            except Exception:  # noqa: BLE001
+                return UNKNOWN
+        return UNKNOWN
+
+    def _unknown_result(self, tensor: TensorFact, name: str) -> Value:
+        if name in api.SCALAR_METHODS:
+            return UNKNOWN
+        return TensorFact(device=tensor.device)
+
+    # torch.xxx(...) ------------------------------------------------------------
+    def call_torch(
+        self, path: str, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
+    ) -> Value:
+        if path in api.GRAD_CONTEXTS:
+            mode = api.GRAD_CONTEXTS[path]
+            if mode is None:
+                flag = args[0] if args else kwargs.get("mode")
+                if isinstance(flag, Const) and isinstance(flag.value, bool):
+                    return GradContext(flag.value, path)
+                return UNKNOWN
+            if path == "torch.inference_mode":
+                flag = args[0] if args else kwargs.get("mode", Const(True))
+                if isinstance(flag, Const) and flag.value is False:
+                    return GradContext(True, path)
+            return GradContext(mode, path)
+        if path == "torch.device" and args and isinstance(args[0], Const):
+            return Const(str(args[0].value))
+        if path == "torch.Size" and args and isinstance(args[0], Const):
+            return Const(tuple(args[0].value)) if isinstance(args[0].value, (tuple, list)) else UNKNOWN
+        prefix, _, leaf = path.rpartition(".")
+        if prefix in ("torch.nn", "torch.nn.modules") and leaf in api.NN_MODULES:
+            return self.make_module(path, leaf, args, kwargs, exact, node)
+        if prefix == "torch.nn" and leaf == "Parameter":
+            if args and isinstance(args[0], TensorFact):
+                tensor = args[0]
+                meta = tensor.meta
+                if meta is not None:
+                    grad = kwargs.get("requires_grad", Const(True))
+                    try:
+                        param = self._torch().nn.Parameter(meta, requires_grad=bool(to_value(grad)))
+                        return replace(rp.fact_from_meta(param, tensor.device), storage_key=tensor.storage_key, view_of=tensor.view_of)
+                    except Exception:  # noqa: BLE001
+                        pass
+                return replace(forget_layout(tensor), requires_grad=True, carries_graph=False)
+            return TensorFact(requires_grad=True, carries_graph=False)
+        if not exact:
+            return self._opaque_result(args, kwargs, scope)
+        if prefix == "torch" and leaf in api.FACTORIES:
+            return self.factory(leaf, args, kwargs, node, scope)
+        if prefix == "torch" and leaf in api.TORCH_FUNCTIONS:
+            if leaf in api.VIEW_METHODS | api.MAYBE_COPY | {"clone"} and args and isinstance(args[0], TensorFact):
+                # torch.transpose(x, ...) is x.transpose(...): one code path for both.
+                return self.tensor_method(args[0], leaf, args[1:], kwargs, node, scope)
+            return self.torch_function(path, leaf, args, kwargs, node, scope, functional=False)
+        if prefix in ("torch.nn.functional", "torch.functional") and leaf in api.FUNCTIONAL:
+            return self.torch_function(path, leaf, args, kwargs, node, scope, functional=True)
+        return self._opaque_result(args, kwargs, scope) if prefix.startswith("torch") and leaf[:1].islower() and any(isinstance(a, TensorFact) for a in args) else UNKNOWN
+
+    def _opaque_result(self, args: list[Value], kwargs: dict[str, Value], scope: Scope) -> Value:
+        tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
+        if not tensors:
+            return UNKNOWN
+        return TensorFact(
+            storage_key=self.fresh_storage(),
+            device=tensors[0].device,
+            carries_graph=True if scope.grad_enabled and any(t.carries_graph for t in tensors) else None,
+        )
+
+    def factory(self, name: str, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope) -> Value:
+        device_value = kwargs.get("device")
+        device: str | None = "cpu"
+        if device_value is not None:
+            device = str(device_value.value).split(":")[0] if isinstance(device_value, Const) and device_value.value is not None else None
+        if name.endswith("_like") and args and isinstance(args[0], TensorFact) and device_value is None:
+            device = args[0].device
+        requires_grad = kwargs.get("requires_grad")
+        symbolic = TensorFact(
+            storage_key=self.fresh_storage(),
+            device=device,
+            is_view=False,
+            requires_grad=to_value(requires_grad) if isinstance(requires_grad, Const) else (False if requires_grad is None else None),
+            carries_graph=False,
+        )
+        if name in ("tensor", "as_tensor") and args:
+            data = args[0]
+            if not isinstance(data, Const) or _literal_size(data.value) > MAX_LITERAL_ELEMENTS:
+                return symbolic
+        try:
+            torch = self._torch()
+            call_kwargs = {k: rp.to_torch(v) for k, v in kwargs.items()}
+            call_args = [rp.to_torch(a) for a in args]
+            call_kwargs["device"] = "meta"
+            with torch.set_grad_enabled(scope.grad_enabled):
+                meta = getattr(torch, name)(*call_args, **call_kwargs)
+        except rp.CannotReplay:
+            return symbolic
+        except Exception as err:  # noqa: BLE001 - torch says these args are invalid
+            self._event("replay-error", node, f"torch.{name}: {_first_line(err)}")
+            return symbolic
+        if not rp.is_meta_tensor(meta):
+            return UNKNOWN
+        return rp.fact_from_meta(meta, device)
+
+    def torch_function(
+        self, path: str, leaf: str, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope, *, functional: bool
+    ) -> Value:
+        tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
+        seqs = [a for a in args if isinstance(a, (SeqValue, ListOf))]
+        for seq in seqs:
+            items = seq.items if isinstance(seq, SeqValue) else (seq.item,)
+            tensors.extend(i for i in items if isinstance(i, TensorFact))
+        if not tensors:
+            return UNKNOWN
+        try:
+            torch = self._torch()
+            fn = getattr(torch.nn.functional if functional else torch, leaf)
+            call_args = [rp.to_torch(a) for a in args]
+            call_kwargs = {k: rp.to_torch(v) for k, v in kwargs.items()}
+            with torch.set_grad_enabled(scope.grad_enabled):
+                if leaf in api.CONV_FUNCTIONS and any(
+                    isinstance(a, torch.Tensor) and not a.is_contiguous() for a in call_args
+                ):
+                    out = rp.conv_with_device_layout(fn, call_args, call_kwargs)
+                else:
+                    out = fn(*call_args, **call_kwargs)
+        except rp.CannotReplay:
+            return self._symbolic_new(tensors, scope, leaf)
+        except Exception as err:  # noqa: BLE001
+            self._event("replay-error", node, f"{path}: {_first_line(err)}")
+            return self._symbolic_new(tensors, scope, leaf)
+        return self._from_output(out, tensors[0], node, f"{leaf}()")
+
+    def _symbolic_new(self, inputs: list[TensorFact], scope: Scope, what: str) -> TensorFact:
+        """A fresh tensor computed from `inputs` whose layout is unknown."""
+        graph: bool | None = None
+        if not scope.grad_enabled:
+            graph = False
+        elif any(t.carries_graph or t.requires_grad for t in inputs):
+            graph = True
+        elif all(t.requires_grad is False for t in inputs):
+            graph = False
+        return TensorFact(
+            device=inputs[0].device if inputs else None,
+            storage_key=self.fresh_storage(),
+            is_view=False,
+            carries_graph=graph,
+            requires_grad=graph,
+        )
+
+    def _from_output(self, out: Any, like: TensorFact, node: ast.AST, what: str) -> Value:
+        if rp.is_meta_tensor(out):
+            return rp.fact_from_meta(out, like.device)
+        if isinstance(out, (tuple, list)) and out and all(rp.is_meta_tensor(o) for o in out):
+            return SeqValue(tuple(rp.fact_from_meta(o, like.device) for o in out), "tuple")
+        if isinstance(out, (int, float, bool)):
+            return Const(out)
+        if hasattr(out, "values") and hasattr(out, "indices") and rp.is_meta_tensor(out.values):
+            return SeqValue((rp.fact_from_meta(out.values, like.device), rp.fact_from_meta(out.indices, like.device)))
+        return UNKNOWN
+
+    def tensor_op(self, fn: Any, operands: list[Value], node: ast.AST, scope: Scope, what: str) -> Value:
+        tensors = [o for o in operands if isinstance(o, TensorFact)]
+        try:
+            torch = self._torch()
+            concrete = [rp.to_torch(o) for o in operands]
+            with torch.set_grad_enabled(scope.grad_enabled):
+                out = fn(*concrete)
+        except rp.CannotReplay:
+            return self._symbolic_new(tensors, scope, what)
+        except Exception as err:  # noqa: BLE001
+            self._event("replay-error", node, f"{what}: {_first_line(err)}")
+            return self._symbolic_new(tensors, scope, what)
+        result = self._from_output(out, tensors[0], node, what)
+        if isinstance(result, TensorFact) and result.is_view and tensors:
+            src = tensors[0]
+            result = replace(result, view_of=src.view_of, provenance=src.provenance[-MAX_PROVENANCE:])
+        return result
+
+    # x.method(...) -------------------------------------------------------------
+    def tensor_method(
+        self,
+        tensor: TensorFact,
+        name: str,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        node: ast.AST,
+        scope: Scope,
+        *,
+        as_property: bool = False,
+    ) -> Value:
+        line = getattr(node, "lineno", 0)
+        if name in ("size", "dim", "numel", "stride", "storage_offset", "is_contiguous", "element_size"):
+            return self._tensor_query(tensor, name, args)
+        if name in api.SCALAR_METHODS:
+            return UNKNOWN
+        if name in ("cuda", "cpu") or name == "to":
+            return self._to_device(tensor, name, args, kwargs, node, scope)
+        if name not in api.TENSOR_METHODS and not as_property:
+            return UNKNOWN
+        text = self._describe_call(name, node, as_property)
+        result: Value
+        if tensor.meta is not None and self.replay:
+            result = self._replay_method(tensor, name, args, kwargs, node, scope, as_property, text)
+        else:
+            result = self._symbolic_method(tensor, name, args, kwargs, scope, line, text)
+        if isinstance(result, TensorFact):
+            result = self._annotate(tensor, result, name, text, line)
+        elif isinstance(result, SeqValue):
+            result = SeqValue(
+                tuple(self._annotate(tensor, r, name, text, line) if isinstance(r, TensorFact) else r for r in result.items),
+                result.kind,
+            )
+        return result
+
+    def _describe_call(self, name: str, node: ast.AST, as_property: bool) -> str:
+        if as_property or not isinstance(node, ast.Call):
+            return name
+        return f"{name}({_format_args(node)})"
+
+    def _tensor_query(self, tensor: TensorFact, name: str, args: list[Value]) -> Value:
+        if tensor.shape is None:
+            return UNKNOWN
+        if name == "size":
+            if not args:
+                return Const(tuple(tensor.shape))
+            dim = args[0]
+            if isinstance(dim, Const) and isinstance(dim.value, int) and -len(tensor.shape) <= dim.value < len(tensor.shape):
+                return Const(tensor.shape[dim.value])
+            return UNKNOWN
+        if name == "dim":
+            return Const(len(tensor.shape))
+        if name == "numel":
+            return Const(tensor.numel)
+        if name == "stride" and tensor.strides is not None:
+            return Const(tuple(tensor.strides)) if not args else UNKNOWN
+        if name == "storage_offset" and tensor.storage_offset is not None:
+            return Const(tensor.storage_offset)
+        if name == "is_contiguous" and tensor.contiguous is not None and not args:
+            return Const(tensor.contiguous)
+        return UNKNOWN
+
+    def _to_device(
+        self, tensor: TensorFact, name: str, args: list[Value], kwargs: dict[str, Value], node: ast.AST, scope: Scope
+    ) -> Value:
+        device = tensor.device
+        dtype_args: list[Value] = []
+        changed_device = False
+        if name == "cuda":
+            device, changed_device = "cuda", tensor.device != "cuda"
+        elif name == "cpu":
+            device, changed_device = "cpu", tensor.device != "cpu"
+        else:
+            for value in [*args, *([kwargs["device"]] if "device" in kwargs else [])]:
+                if isinstance(value, Const) and isinstance(value.value, str):
+                    new = value.value.split(":")[0]
+                    changed_device = changed_device or new != tensor.device
+                    device = new
+                elif isinstance(value, TensorFact):
+                    dtype_args.append(TorchRef(f"torch.{value.dtype}") if value.dtype else UNKNOWN)
+                    changed_device = changed_device or value.device != tensor.device
+                    device = value.device
+                elif isinstance(value, Const) and value.value is None:
+                    continue
+                else:
+                    dtype_args.append(value)
+            if "dtype" in kwargs:
+                dtype_args.append(kwargs["dtype"])
+            if device is None:
+                changed_device = True
+        line = getattr(node, "lineno", 0)
+        if tensor.meta is not None and self.replay:
+            try:
+                torch = self._torch()
+                concrete = [rp.to_torch(a) for a in dtype_args]
+                extra = {k: rp.to_torch(v) for k, v in kwargs.items() if k in ("memory_format", "copy")}
+                with torch.set_grad_enabled(scope.grad_enabled):
+                    out = tensor.meta.to(*concrete, **extra) if concrete or extra else tensor.meta
+                    if changed_device:
+                        out = out.clone() if out is tensor.meta else out
+            except rp.CannotReplay:
+                return self._symbolic_copy(tensor, device, scope)
+            except Exception as err:  # noqa: BLE001
+                self._event("replay-error", node, f".{name}(): {_first_line(err)}")
+                return self._symbolic_copy(tensor, device, scope)
+            if out is tensor.meta:
+                return tensor  # same tensor: `.to()` returns self when nothing changes
+            fact = rp.fact_from_meta(out, device)
+            return fact.with_note("copy", f".{name}(...) to {device}" if changed_device else f".{name}(...)", line)
+        if not dtype_args and not changed_device:
+            return tensor
+        return self._symbolic_copy(tensor, device, scope)
+
+    def _symbolic_copy(self, tensor: TensorFact, device: str | None, scope: Scope) -> TensorFact:
+        return TensorFact(
+            device=device,
+            storage_key=None,
+            carries_graph=((tensor.carries_graph or tensor.requires_grad) and scope.grad_enabled) or None,
+        )
+
+    def _replay_method(
+        self,
+        tensor: TensorFact,
+        name: str,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        node: ast.AST,
+        scope: Scope,
+        as_property: bool,
+        text: str,
+    ) -> Value:
+        try:
+            torch = self._torch()
+            meta = tensor.meta
+            concrete = [rp.to_torch(a) for a in args]
+            concrete_kw = {k: rp.to_torch(v) for k, v in kwargs.items()}
+            with torch.set_grad_enabled(scope.grad_enabled):
+                if as_property:
+                    out = getattr(meta, name)
+                else:
+                    out = getattr(meta, name)(*concrete, **concrete_kw)
+        except rp.CannotReplay:
+            return self._symbolic_method(tensor, name, args, kwargs, scope, getattr(node, "lineno", 0), text)
+        except Exception as err:  # noqa: BLE001
+            message = _first_line(err)
+            if name == "view" and ("view size is not compatible" in message or "Cannot view" in message):
+                self._event("view-incompatible", node, message)
+                return TensorFact(dtype=tensor.dtype, device=tensor.device).with_note(
+                    "raises at run time", f"{text}: {message}", getattr(node, "lineno", 0)
+                )
+            self._event("replay-error", node, f".{name}(): {message}")
+            return self._symbolic_method(tensor, name, args, kwargs, scope, getattr(node, "lineno", 0), text)
+        if name.endswith("_") and out is meta:
+            # In place: same tensor, its facts may have changed (requires_grad_, t_()...).
+            fact = rp.fact_from_meta(meta, tensor.device)
+            return replace(fact, view_of=tensor.view_of, provenance=tensor.provenance)
+        result = self._from_output(out, tensor, node, text)
+        if name in ("reshape", "reshape_as", "flatten", "ravel") and isinstance(result, TensorFact):
+            if result.meta is not None and result.meta._base is None and result.storage_key != tensor.storage_key:
+                if (result.numel or 0) > 0 and out is not meta:
+                    self._event(
+                        "reshape-copies",
+                        node,
+                        f"`{name}` copies {format_bytes(result.nbytes)} here: its input is not contiguous",
+                        nbytes=result.nbytes,
+                    )
+        return result
+
+    def _symbolic_method(
+        self,
+        tensor: TensorFact,
+        name: str,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        scope: Scope,
+        line: int,
+        text: str,
+    ) -> Value:
+        """Facts that hold whatever the sizes: views share storage, permutes reorder."""
+        base = TensorFact(
+            dtype=tensor.dtype,
+            device=tensor.device,
+            requires_grad=tensor.requires_grad if scope.grad_enabled else False,
+            carries_graph=tensor.carries_graph if scope.grad_enabled else False,
+        )
+        if name in ("chunk", "split", "tensor_split", "unbind"):
+            item = replace(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of)
+            count = args[0] if args else None
+            if name == "chunk" and isinstance(count, Const) and isinstance(count.value, int) and 0 < count.value <= 64:
+                return SeqValue((item,) * count.value)
+            return ListOf(item)
+        if name in ("detach", "detach_"):
+            return replace(
+                base,
+                is_view=False,
+                storage_key=tensor.storage_key,
+                view_of=tensor.view_of,
+                requires_grad=False,
+                carries_graph=False,
+                shape=tensor.shape,
+                strides=tensor.strides,
+                storage_offset=tensor.storage_offset,
+                contiguous=tensor.contiguous,
+            )
+        if name in api.VIEW_METHODS:
+            return replace(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of, permuted_by=tensor.permuted_by)
+        if name == "contiguous":
+            return replace(base, contiguous=True, permuted_by=None)
+        if name in api.MAYBE_COPY:
+            return replace(base, permuted_by=None)
+        if name == "clone":
+            return replace(base, is_view=False, storage_key=self.fresh_storage(), contiguous=tensor.contiguous, permuted_by=tensor.permuted_by)
+        if name in api.CAST_METHODS:
+            return replace(base, dtype=api.CAST_METHODS[name])
+        if name.endswith("_"):
+            return tensor
+        fresh = self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)
+        return replace(fresh, dtype=tensor.dtype if name not in ("argmax", "argmin") else "int64")
+
+    def _annotate(self, source: TensorFact, result: TensorFact, name: str, text: str, line: int) -> TensorFact:
+        """Carry the symbolic facts and the provenance that explains the result."""
+        updates: dict[str, Any] = {}
+        shares = result.storage_key is not None and result.storage_key == source.storage_key
+        # Keep the source's story only where it still explains the result: a view of the
+        # same storage, or a layout inherited from it.
+        inherited = source.provenance[-MAX_PROVENANCE:] if shares or result.contiguous is False else ()
+        provenance = (*inherited, *result.provenance)
+        if shares:
+            updates["view_of"] = source.view_of
+        if name in api.PERMUTING:
+            updates["permuted_by"] = text
+        elif name in ("contiguous", "clone") or (name in api.MAYBE_COPY and not shares):
+            updates["permuted_by"] = None if (result.contiguous or name == "contiguous") else source.permuted_by
+        elif shares and name in api.VIEW_METHODS:
+            updates["permuted_by"] = source.permuted_by
+        if source.detached_from and shares:
+            updates["detached_from"] = source.detached_from
+        fact = replace(result, provenance=provenance, **updates)
+        if name in api.PERMUTING:
+            if result.contiguous is False:
+                fact = fact.with_note("non-contiguous", text, line)
+            elif result.contiguous is None:
+                fact = fact.with_note("non-contiguous unless the moved dims have size 1", text, line)
+        elif name in ("detach", "detach_"):
+            fact = fact.with_note("detached, shares storage", text, line)
+        elif name in api.MAYBE_COPY and result.meta is not None:
+            if not shares and source.contiguous is False:
+                fact = fact.with_note(f"copy ({format_bytes(result.nbytes)})", f"{text} of a non-contiguous tensor", line)
+            elif shares:
+                fact = fact.with_note("view, no copy", text, line)
+        elif shares and name in api.VIEW_METHODS and result.contiguous is False and source.contiguous is not False:
+            fact = fact.with_note("non-contiguous", text, line)
+        return fact
+
+    # nn modules --------------------------------------------------------------
+    def call_user_module(self, instance: InstanceValue, args: list[Value], scope: Scope) -> Value:
+        """`model(x)` of a user nn.Module: a new tensor, carrying a graph when grad is on
+        (its layout would need the forward's body; see notes in the README)."""
+        tensors = [a for a in args if isinstance(a, TensorFact)]
+        if not tensors and args:
+            return UNKNOWN
+        return TensorFact(
+            device=tensors[0].device if tensors else None,
+            storage_key=self.fresh_storage(),
+            is_view=False,
+            carries_graph=bool(scope.grad_enabled),
+        )
+
+    def make_module(
+        self, path: str, leaf: str, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call
+    ) -> Value:
+        canonical = f"torch.nn.{leaf}"
+        literal = exact and all(
+            isinstance(a, (Const, ModuleValue)) or (isinstance(a, TorchRef) and _is_torch_constant(a.path))
+            for a in [*args, *kwargs.values()]
+        )
+        if not literal:
+            return ModuleValue(canonical, (), {}, line=node.lineno, built=False)
+        return ModuleValue(canonical, tuple(args), dict(kwargs), line=node.lineno)
+
+    def module_method(self, module: ModuleValue, name: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if name in ("eval", "train", "to", "cuda", "cpu", "float", "half", "double", "requires_grad_"):
+            if name in ("eval", "train"):
+                training = name == "train"
+                if args and isinstance(args[0], Const):
+                    training = bool(args[0].value) if name == "train" else training
+                module.training = training
+                if module.built not in (None, False):
+                    module.built.train(training)
+            return module
+        return UNKNOWN
+
+    def call_module(
+        self, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
+    ) -> Value:
+        tensors = [a for a in args if isinstance(a, TensorFact)]
+        if not tensors:
+            return UNKNOWN
+        has_params = module.name not in _PARAMETERLESS
+        symbolic = TensorFact(
+            device=tensors[0].device,
+            storage_key=self.fresh_storage(),
+            is_view=False,
+            carries_graph=(True if has_params else tensors[0].carries_graph) if scope.grad_enabled else False,
+            requires_grad=(True if has_params else tensors[0].requires_grad) if scope.grad_enabled else False,
+        )
+        if module.built is False or not exact or not self.replay or any(t.meta is None for t in tensors):
+            return symbolic
+        try:
+            torch = self._torch()
+            built = rp.build_module(module)
+            call_args = [rp.to_torch(a) for a in args]
+            call_kwargs = {k: rp.to_torch(v) for k, v in kwargs.items()}
+            with torch.set_grad_enabled(scope.grad_enabled):
+                if module.name in api.CONV_MODULES and not call_args[0].is_contiguous() and built.padding_mode == "zeros":
+                    fn = getattr(torch.nn.functional, module.name.lower())
+                    out = rp.conv_with_device_layout(
+                        lambda x, w, b: fn(x, w, b, built.stride, built.padding, built.dilation, built.groups),
+                        [call_args[0], built.weight, built.bias],
+                        {},
+                    )
+                else:
+                    out = built(*call_args, **call_kwargs)
+        except rp.CannotReplay:
+            return symbolic
+        except Exception as err:  # noqa: BLE001
+            module.built = None if module.built is None else module.built
+            self._event("replay-error", node, f"{module.name}: {_first_line(err)}")
+            return symbolic
+        result = self._from_output(out, tensors[0], node, module.name)
+        if isinstance(result, TensorFact):
+            result = result.with_note("new tensor", f"{module.name} forward", node.lineno)
+        return result
+
+    # ------------------------------------------------------------------ events
+    def _event(self, kind: str, node: ast.AST, message: str, nbytes: int | None = None) -> None:
+        line = getattr(node, "lineno", 0)
+        col = getattr(node, "col_offset", 0)
+        self.events.append(
+            ReplayEvent(
+                kind,
+                line,
+                col,
+                getattr(node, "end_lineno", None) or line,
+                getattr(node, "end_col_offset", None) or col,
+                message,
+                nbytes,
+            )
+        )
+
+
+_PARAMETERLESS = frozenset(
+    {
+        "ReLU", "ReLU6", "GELU", "SiLU", "ELU", "SELU", "LeakyReLU", "Tanh", "Sigmoid", "Softmax",
+        "LogSoftmax", "Softplus", "Mish", "Hardswish", "Hardsigmoid", "Dropout", "Dropout1d",
+        "Dropout2d", "Dropout3d", "AlphaDropout", "Identity", "Flatten", "Unflatten", "MaxPool1d",
+        "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+        "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+        "AdaptiveMaxPool3d", "Upsample", "PixelShuffle", "ZeroPad2d", "ConstantPad1d",
+        "ConstantPad2d", "ReflectionPad2d", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
+        "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss",
+        "CosineSimilarity", "GLU",
+    }
+)  # fmt: skip
+
+
+def _is_torch_constant(path: str) -> bool:
+    leaf = path.rpartition(".")[2]
+    return leaf in api.DTYPES or leaf in api.MEMORY_FORMATS
+
+
+def _literal_size(value: Any) -> int:
+    if isinstance(value, (list, tuple)):
+        total = 0
+        for v in value:
+            total += _literal_size(v)
+            if total > MAX_LITERAL_ELEMENTS:
+                break
+        return total
+    return 1
+
+
+def to_value(value: Value) -> Any:
+    return value.value if isinstance(value, Const) else None
+
+
+def _source_text(node: ast.AST) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001
+        return "?"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:300]
+
+
+def format_bytes(n: int | None) -> str:
+    if n is None:
+        return "an unknown number of bytes"
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"

@@ -1,0 +1,69 @@
+"""Error-tolerant parsing: a file with a syntax error still yields its other statements.
+
+On a `SyntaxError` the offending line is replaced by a placeholder of the same
+indentation (`pass`, or `if True:` when it opened a block) and parsing is retried, so
+line numbers and columns of every other statement stay exactly where they were.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+
+MAX_REPAIRS = 50
+
+
+@dataclass(frozen=True)
+class BrokenLine:
+    line: int  # 1-based
+    message: str
+
+
+@dataclass
+class ParseResult:
+    tree: ast.Module
+    lines: list[str]
+    broken: list[BrokenLine]
+
+
+def _indent_of(text: str) -> str:
+    return text[: len(text) - len(text.lstrip())]
+
+
+def _opens_block(lines: list[str], index: int) -> bool:
+    here = len(_indent_of(lines[index]))
+    for follow in lines[index + 1 :]:
+        if follow.strip() and not follow.lstrip().startswith("#"):
+            return len(_indent_of(follow)) > here
+    return False
+
+
+def parse_tolerant(source: str) -> ParseResult:
+    lines = source.splitlines()
+    broken: list[BrokenLine] = []
+    work = list(lines)
+    for _ in range(MAX_REPAIRS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SyntaxWarning on odd escapes etc.
+                tree = ast.parse("\n".join(work) + "\n")
+            return ParseResult(tree, lines, broken)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+            lineno = getattr(err, "lineno", None) or len(work)
+            index = min(max(lineno, 1), len(work)) - 1 if work else 0
+            if not work:
+                break
+            msg = getattr(err, "msg", None) or str(err)
+            broken.append(BrokenLine(index + 1, msg))
+            end = getattr(err, "end_lineno", None) or lineno
+            if end > lineno:  # e.g. an unclosed bracket: blank the whole span
+                for j in range(index + 1, min(end, len(work))):
+                    work[j] = ""
+            placeholder = "if True:" if _opens_block(work, index) else "pass"
+            if work[index].strip() == placeholder or isinstance(err, RecursionError):
+                # No progress on this line: drop everything from here on.
+                work = work[:index]
+                continue
+            work[index] = _indent_of(work[index]) + placeholder
+    return ParseResult(ast.Module(body=[], type_ignores=[]), lines, broken)

@@ -1,0 +1,165 @@
+"""The whitelist: which torch callables the analysis may replay, and how ops move memory.
+
+Nothing outside these tables is ever called. Names are the public spellings users write.
+"""
+
+from __future__ import annotations
+
+FACTORIES = frozenset(
+    {
+        "zeros", "ones", "empty", "randn", "rand", "randint", "full", "arange", "linspace",
+        "logspace", "eye", "zeros_like", "ones_like", "empty_like", "randn_like", "rand_like",
+        "randint_like", "full_like", "tensor", "as_tensor", "empty_strided", "randperm",
+    }
+)  # fmt: skip
+
+# torch.<name>(...) callable on meta tensors.
+TORCH_FUNCTIONS = frozenset(
+    {
+        "cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "matmul", "mm",
+        "bmm", "mv", "dot", "outer", "einsum", "add", "sub", "subtract", "mul", "multiply",
+        "div", "divide", "true_divide", "floor_divide", "remainder", "fmod", "pow", "where",
+        "exp", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt", "abs", "neg",
+        "sign", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "softmax", "log_softmax",
+        "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "std", "var",
+        "norm", "logsumexp", "cumsum", "cumprod", "all", "any", "clamp", "clip", "maximum",
+        "minimum", "transpose", "permute", "movedim", "moveaxis", "swapaxes", "swapdims",
+        "flatten", "unflatten", "reshape", "squeeze", "unsqueeze", "narrow", "select",
+        "diagonal", "diag", "chunk", "split", "tensor_split", "unbind", "t", "clone", "detach",
+        "flip", "roll", "tril", "triu", "broadcast_to", "gather", "index_select", "masked_fill",
+        "layer_norm", "dropout", "conv1d", "conv2d", "conv3d", "addmm", "baddbmm", "lerp",
+        "square", "reciprocal", "floor", "ceil", "round", "trunc", "isnan", "isinf",
+        "isfinite", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+        "logical_not", "erf", "sort", "topk", "repeat_interleave", "tile", "ravel",
+        "as_strided", "view_as_real", "view_as_complex", "cdist", "atan2", "real", "imag",
+        "sinh", "cosh", "asin", "acos", "atan", "exp2", "sigmoid_", "relu_", "zeros_like",
+        "numel", "is_tensor", "broadcast_tensors", "meshgrid", "take_along_dim",
+        "triu_indices", "tril_indices", "nan_to_num", "heaviside", "hypot",
+    }
+)  # fmt: skip
+
+# torch.nn.functional.<name>(...)
+FUNCTIONAL = frozenset(
+    {
+        "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+        "conv_transpose3d", "linear", "bilinear", "relu", "relu6", "gelu", "silu", "elu",
+        "selu", "celu", "leaky_relu", "hardtanh", "hardswish", "hardsigmoid", "mish",
+        "softplus", "softsign", "tanh", "sigmoid", "softmax", "log_softmax", "softmin", "glu",
+        "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "layer_norm",
+        "batch_norm", "group_norm", "instance_norm", "rms_norm", "max_pool1d", "max_pool2d",
+        "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+        "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+        "adaptive_max_pool2d", "adaptive_max_pool3d", "interpolate", "pad", "embedding",
+        "cross_entropy", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "nll_loss",
+        "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "normalize",
+        "scaled_dot_product_attention", "unfold", "fold", "pixel_shuffle", "pixel_unshuffle",
+        "cosine_similarity", "pairwise_distance", "one_hot", "logsigmoid", "tanhshrink",
+    }
+)  # fmt: skip
+
+CONV_FUNCTIONS = frozenset({"conv1d", "conv2d", "conv3d"})
+
+# Methods of Tensor the analysis may call on meta tensors.
+TENSOR_METHODS = frozenset(
+    {
+        "view", "view_as", "reshape", "reshape_as", "expand", "expand_as", "contiguous",
+        "clone", "detach", "detach_", "to", "float", "half", "double", "long", "int", "short",
+        "bool", "bfloat16", "byte", "char", "type_as", "permute", "transpose", "t", "movedim",
+        "moveaxis", "swapaxes", "swapdims", "unsqueeze", "squeeze", "flatten", "unflatten",
+        "narrow", "select", "diagonal", "unfold", "chunk", "split", "tensor_split", "unbind",
+        "repeat", "tile", "flip", "roll", "sum", "mean", "prod", "max", "min", "amax", "amin",
+        "argmax", "argmin", "std", "var", "norm", "logsumexp", "cumsum", "cumprod", "all",
+        "any", "softmax", "log_softmax", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "relu",
+        "sigmoid", "tanh", "clamp", "clip", "pow", "add", "sub", "mul", "div", "matmul", "mm",
+        "bmm", "masked_fill", "gather", "index_select", "where", "tril", "triu", "square",
+        "reciprocal", "floor", "ceil", "round", "sign", "isnan", "isinf", "eq", "ne", "lt",
+        "le", "gt", "ge", "as_strided", "new_zeros", "new_ones", "new_empty", "new_full",
+        "new_tensor", "broadcast_to", "diag", "outer", "dot", "ravel", "sort", "topk",
+        "add_", "sub_", "mul_", "div_", "zero_", "fill_", "copy_", "clamp_", "masked_fill_",
+        "relu_", "sigmoid_", "tanh_", "exp_", "pow_", "addcmul_", "addcdiv_", "uniform_",
+        "normal_", "neg_", "abs_", "sqrt_", "unsqueeze_", "squeeze_", "t_", "transpose_",
+        "requires_grad_", "lerp", "lerp_", "erf", "real", "imag", "type", "nan_to_num",
+        "float_power", "floor_divide", "remainder", "fmod", "logical_not", "logical_and",
+        "logical_or",
+    }
+)  # fmt: skip
+
+# Methods whose result reads the receiver's storage (always a view when they succeed).
+VIEW_METHODS = frozenset(
+    {
+        "view", "view_as", "expand", "expand_as", "narrow", "select", "diagonal", "unfold",
+        "chunk", "split", "tensor_split", "unbind", "t", "transpose", "permute", "movedim",
+        "moveaxis", "swapaxes", "swapdims", "unsqueeze", "squeeze", "as_strided", "detach",
+        "unflatten", "real", "imag", "T", "mT", "H", "mH",
+    }
+)  # fmt: skip
+
+# Methods that reorder dims: the result is (usually) not contiguous.
+PERMUTING = frozenset(
+    {"permute", "transpose", "t", "movedim", "moveaxis", "swapaxes", "swapdims", "T", "mT", "H", "mH"}
+)
+
+# Methods that may copy or not depending on layout.
+MAYBE_COPY = frozenset({"reshape", "reshape_as", "flatten", "ravel", "contiguous"})
+
+# Receiver is certainly a tensor when one of these is called on it (numpy has none of them).
+TENSOR_ONLY_METHODS = frozenset(
+    {
+        "permute", "contiguous", "unsqueeze", "detach", "detach_", "view_as", "expand_as",
+        "movedim", "narrow", "unflatten", "requires_grad_", "retain_grad", "half", "bfloat16",
+        "masked_fill", "masked_fill_", "index_select", "softmax", "log_softmax", "is_contiguous",
+        "untyped_storage", "data_ptr", "storage_offset", "mT", "backward",
+    }
+)  # fmt: skip
+
+# Methods returning a plain Python value.
+SCALAR_METHODS = frozenset({"item", "tolist", "numpy", "data_ptr", "storage_offset"})
+
+NN_MODULES = frozenset(
+    {
+        "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d",
+        "ConvTranspose2d", "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+        "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d",
+        "RMSNorm", "Embedding", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
+        "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+        "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+        "ReLU", "ReLU6", "GELU", "SiLU", "ELU", "SELU", "LeakyReLU", "PReLU", "Tanh",
+        "Sigmoid", "Softmax", "LogSoftmax", "Softplus", "Mish", "Hardswish", "Hardsigmoid",
+        "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity",
+        "Flatten", "Unflatten", "Sequential", "Upsample", "PixelShuffle", "ZeroPad2d",
+        "ConstantPad1d", "ConstantPad2d", "ReflectionPad2d", "MSELoss", "L1Loss",
+        "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
+        "BCEWithLogitsLoss", "KLDivLoss", "CosineSimilarity", "GLU",
+    }
+)  # fmt: skip
+
+CONV_MODULES = frozenset({"Conv1d", "Conv2d", "Conv3d"})
+
+DTYPES = {
+    "float32": "float32", "float": "float32", "float64": "float64", "double": "float64",
+    "float16": "float16", "half": "float16", "bfloat16": "bfloat16", "int64": "int64",
+    "long": "int64", "int32": "int32", "int": "int32", "int16": "int16", "short": "int16",
+    "int8": "int8", "uint8": "uint8", "bool": "bool", "complex64": "complex64",
+    "cfloat": "complex64", "complex128": "complex128", "cdouble": "complex128",
+}  # fmt: skip
+
+MEMORY_FORMATS = frozenset(
+    {"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"}
+)
+
+# Context managers / decorators that switch grad mode, and the mode they set.
+GRAD_CONTEXTS = {
+    "torch.no_grad": False,
+    "torch.inference_mode": False,
+    "torch.enable_grad": True,
+    "torch.set_grad_enabled": None,  # depends on its argument
+    "torch.autograd.no_grad": False,
+    "torch.autograd.grad_mode.no_grad": False,
+}
+
+# Dtype-casting methods and the dtype they produce.
+CAST_METHODS = {
+    "float": "float32", "half": "float16", "double": "float64", "long": "int64",
+    "int": "int32", "short": "int16", "bool": "bool", "bfloat16": "bfloat16",
+    "byte": "uint8", "char": "int8",
+}  # fmt: skip

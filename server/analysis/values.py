@@ -1,0 +1,180 @@
+"""Abstract values of the interpreter besides `TensorFact`.
+
+Only what tensor facts need is modelled: literal constants (for sizes and flags),
+references to torch callables, `nn` module instances built from literals, sequences of
+tensors, and user classes whose `__init__` assigned modules. Everything else is `UNKNOWN`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from stridelens.server.analysis.facts import TensorFact
+
+
+class Unknown:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = Unknown()
+
+
+@dataclass(frozen=True)
+class Const:
+    """A Python literal the analysis could fold (int, float, bool, str, None, tuples, slices)."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class TorchRef:
+    """A name bound to something in torch: `torch`, `torch.nn.functional`, `torch.float16`."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class GradContext:
+    """A context manager or decorator switching grad mode: `torch.no_grad()` etc."""
+
+    enabled: bool
+    name: str
+
+
+@dataclass
+class ModuleValue:
+    """An `nn` module instance built from literal arguments; the real module is built
+    lazily on the meta device only when it is called with a known tensor."""
+
+    path: str  # "torch.nn.Conv2d"
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    children: tuple[ModuleValue, ...] = ()
+    line: int = 0
+    built: Any = field(default=None, repr=False)
+    training: bool = True
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class SeqValue:
+    """A tuple/list whose items are known abstract values (e.g. `x.chunk(3)`)."""
+
+    items: tuple[Value, ...]
+    kind: str = "tuple"
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list of unknown length whose items share one abstract value (a comprehension)."""
+
+    item: Value
+
+
+@dataclass
+class ClassInfo:
+    """A user class: its methods and the attributes `__init__` assigned."""
+
+    node: ast.ClassDef
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    attributes: dict[str, Value] = field(default_factory=dict)
+    is_module: bool = False  # subclasses nn.Module
+
+
+@dataclass(frozen=True)
+class InstanceValue:
+    cls: ClassInfo
+
+    def __hash__(self) -> int:
+        return id(self.cls)
+
+
+@dataclass(frozen=True)
+class FunctionValue:
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+
+
+Value = (
+    Unknown
+    | Const
+    | TorchRef
+    | GradContext
+    | ModuleValue
+    | SeqValue
+    | ListOf
+    | TensorFact
+    | ClassInfo
+    | InstanceValue
+    | FunctionValue
+)
+
+
+def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
+    """The fact true on both paths: fields that agree survive, others become unknown."""
+    if a is b:
+        return a
+
+    def same(x: Any, y: Any) -> Any:
+        return x if x == y else None
+
+    layout_same = (
+        a.shape == b.shape and a.strides == b.strides and a.storage_offset == b.storage_offset
+    )
+    return TensorFact(
+        shape=same(a.shape, b.shape),
+        dtype=same(a.dtype, b.dtype),
+        device=same(a.device, b.device),
+        strides=same(a.strides, b.strides),
+        storage_offset=same(a.storage_offset, b.storage_offset),
+        contiguous=same(a.contiguous, b.contiguous),
+        is_view=same(a.is_view, b.is_view),
+        view_of=same(a.view_of, b.view_of),
+        storage_numel=same(a.storage_numel, b.storage_numel),
+        element_size=same(a.element_size, b.element_size),
+        requires_grad=same(a.requires_grad, b.requires_grad),
+        carries_graph=same(a.carries_graph, b.carries_graph),
+        detached_from=same(a.detached_from, b.detached_from),
+        permuted_by=same(a.permuted_by, b.permuted_by),
+        provenance=a.provenance if a.provenance == b.provenance else (),
+        storage_key=same(a.storage_key, b.storage_key),
+        meta=a.meta if layout_same and a.storage_key == b.storage_key else None,
+    )
+
+
+def join_values(a: Value, b: Value) -> Value:
+    if a is b:
+        return a
+    if isinstance(a, TensorFact) and isinstance(b, TensorFact):
+        return join_facts(a, b)
+    if isinstance(a, TensorFact) or isinstance(b, TensorFact):
+        # A tensor on one path only: keep that it is a tensor, nothing else.
+        return TensorFact()
+    if isinstance(a, SeqValue) and isinstance(b, SeqValue) and len(a.items) == len(b.items):
+        return SeqValue(tuple(join_values(x, y) for x, y in zip(a.items, b.items, strict=False)), a.kind)
+    try:
+        if a == b:
+            return a
+    except Exception:  # noqa: BLE001 - odd constants compare badly
+        pass
+    return UNKNOWN
+
+
+def forget_layout(fact: TensorFact) -> TensorFact:
+    """Keep only the facts that hold whatever the sizes are."""
+    return replace(
+        fact,
+        shape=None,
+        strides=None,
+        storage_offset=None,
+        contiguous=None,
+        storage_numel=None,
+        meta=None,
+    )

@@ -1,0 +1,1 @@
+"""Language server features: one module per LSP feature, wired in server.py."""
