@@ -390,16 +390,23 @@ def _namespaces() -> list[tuple[str, dict[str, Any]]]:
     main = sys.modules.get("__main__")
     if main is not None:
         out.append(("", vars(main)))
-    for top in list(sys._current_frames().values()):
-        f: Any = top
-        while f is not None:
-            if not _skip_frame(f):
-                if f.f_code.co_name == "<module>":
-                    if f.f_globals is not getattr(main, "__dict__", None):
-                        out.append(("", f.f_globals))
-                else:
-                    out.append(("", f.f_locals))
-            f = f.f_back
+    frames = list(sys._current_frames().values())
+    try:
+        for top in frames:
+            f: Any = top
+            while f is not None:
+                if not _skip_frame(f):
+                    if f.f_code.co_name == "<module>":
+                        if f.f_globals is not getattr(main, "__dict__", None):
+                            out.append(("", f.f_globals))
+                    else:
+                        out.append(("", f.f_locals))
+                f = f.f_back
+    finally:
+        # Our own frame is among them: holding it from a local makes a reference cycle that
+        # would keep every tensor we touched alive until the next gc collection.
+        del frames
+        top = f = None
     return out
 
 

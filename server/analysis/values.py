@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Union
 
 from stridelens.server.analysis.facts import TensorFact
 
@@ -102,19 +102,10 @@ class FunctionValue:
     node: ast.FunctionDef | ast.AsyncFunctionDef
 
 
-Value = (
-    Unknown
-    | Const
-    | TorchRef
-    | GradContext
-    | ModuleValue
-    | SeqValue
-    | ListOf
-    | TensorFact
-    | ClassInfo
-    | InstanceValue
-    | FunctionValue
-)
+Value = Union[  # noqa: UP007 - a runtime alias mypy must see as a union
+    Unknown, Const, TorchRef, GradContext, ModuleValue, SeqValue, ListOf, TensorFact,
+    ClassInfo, InstanceValue, FunctionValue,
+]
 
 
 def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
