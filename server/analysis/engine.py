@@ -74,6 +74,7 @@ class Analysis:
     events: list[ReplayEvent]
     timed_out: bool
     exact: bool
+    grad_enabled: dict[ast.stmt, bool] = field(default_factory=dict)
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
 
     def fact_of(self, node: ast.AST) -> TensorFact | None:
@@ -89,6 +90,10 @@ class Analysis:
                 child: parent for parent in ast.walk(self.tree) for child in ast.iter_child_nodes(parent)
             }
         return self._parents.get(node)
+
+    def grad_enabled_at(self, stmt: ast.stmt) -> bool | None:
+        """False inside `torch.no_grad()` / `inference_mode()` / `@torch.no_grad()` bodies."""
+        return self.grad_enabled.get(stmt)
 
     def line_is_broken(self, line: int) -> BrokenLine | None:
         return next((b for b in self.broken if b.line == line), None)
@@ -177,6 +182,7 @@ def analyze_source(
         events=events,
         timed_out=interpreter.timed_out,
         exact=replay,
+        grad_enabled=interpreter.grad_enabled,
     )
 
 

@@ -40,6 +40,10 @@ MAX_PROVENANCE = 4
 MAX_LITERAL_ELEMENTS = 4096
 
 
+# Values worth remembering per node: what rules and hover ask about.
+_RECORDED = (TensorFact, SeqValue, ListOf, TorchRef, ModuleValue, GradContext, InstanceValue, ClassInfo)
+
+
 class BudgetExceeded(Exception):
     pass
 
@@ -89,6 +93,8 @@ class Interpreter:
         self.replay = replay
         self.deadline = time.monotonic() + budget_s
         self.facts: dict[ast.AST, Value] = {}
+        # Whether autograd records at each statement (False under no_grad & co.).
+        self.grad_enabled: dict[ast.stmt, bool] = {}
         self.events: list[ReplayEvent] = []
         self.timed_out = False
         self.storage_owner: dict[int, str] = {}
@@ -128,7 +134,7 @@ class Interpreter:
         return self._symbolic_storage
 
     def record(self, node: ast.AST, value: Value) -> Value:
-        if isinstance(value, (TensorFact, SeqValue, ListOf)):
+        if isinstance(value, _RECORDED):
             self.facts[node] = value
         return value
 
@@ -136,6 +142,7 @@ class Interpreter:
     def exec_block(self, body: list[ast.stmt], scope: Scope) -> None:
         for stmt in body:
             self._tick()
+            self.grad_enabled[stmt] = scope.grad_enabled
             self.exec_stmt(stmt, scope)
 
     def exec_stmt(self, stmt: ast.stmt, scope: Scope) -> None:
@@ -738,11 +745,14 @@ class Interpreter:
                     result = replace(result, detached_from=_source_text(func.value))
                 return result
             if isinstance(receiver, TorchRef):
+                self.record(func, TorchRef(f"{receiver.path}.{name}"))
                 return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
             if isinstance(receiver, ModuleValue):
                 return self.module_method(receiver, name, args, kwargs)
             if isinstance(receiver, InstanceValue):
                 callee = receiver.cls.attributes.get(name)
+                if callee is not None:
+                    self.record(func, callee)
                 if isinstance(callee, ModuleValue):
                     return self.call_module(callee, args, kwargs, exact, node, scope)
                 if name in ("eval", "train", "to", "cuda", "cpu", "requires_grad_"):
