@@ -21,6 +21,8 @@ import gc
 import heapq
 import json
 import sys
+from types import FrameType
+from types import GetSetDescriptorType as GetSetType
 from typing import Any
 
 PRIVATE_NAME = "_stridelens_probe"
@@ -32,6 +34,9 @@ PIN_MIN_BYTES = 1 << 20  # a storage smaller than this is not worth a "view pins
 PIN_MAX_USED = 0.5  # ... nor one whose live views use at least this fraction
 
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+# What torch raises for facts a tensor kind does not have (sparse strides, nested sizes, a
+# saved tensor already freed by backward, ...).
+_TORCH_ERRORS = (RuntimeError, NotImplementedError, TypeError, ValueError, AttributeError)
 
 
 class ProbeError(Exception):
@@ -60,7 +65,7 @@ def _storage(t: Any) -> tuple[Any, int, str] | None:
     """(key, storage bytes, device) or None for tensors without one strided storage."""
     try:
         s = t.untyped_storage()
-    except Exception:  # sparse, mkldnn, some subclasses: no single storage
+    except _TORCH_ERRORS:  # sparse, mkldnn, some subclasses: no single storage
         return None
     dev = str(t.device)
     ptr = s.data_ptr()
@@ -87,7 +92,7 @@ def _extent(t: Any) -> tuple[int, int]:
 def _safe(fn: Any, default: Any = None) -> Any:
     try:
         return fn()
-    except Exception:
+    except _TORCH_ERRORS:
         return default
 
 
@@ -128,7 +133,7 @@ def _saved_tensors(node: Any, tensor_type: type) -> list[Any]:
     for attr in _saved_attrs(node):
         try:
             v = getattr(node, attr)
-        except Exception:  # freed by backward, or not a tensor attribute
+        except _TORCH_ERRORS:  # freed by backward, or not a tensor attribute
             continue
         if issubclass(type(v), tensor_type):
             out.append(v)
@@ -137,7 +142,7 @@ def _saved_tensors(node: Any, tensor_type: type) -> list[Any]:
     if not out and hasattr(node, "saved_tensors"):  # custom autograd.Function
         try:
             out.extend(x for x in node.saved_tensors if issubclass(type(x), tensor_type))
-        except Exception:  # already freed by backward
+        except _TORCH_ERRORS:  # already freed by backward
             return out
     return out
 
@@ -381,43 +386,45 @@ def _skip_frame(f: Any) -> bool:
             or "pydevd" in fn or "debugpy" in fn or fn.startswith("<stridelens"))
 
 
-def _namespaces() -> list[tuple[str, dict[str, Any]]]:
-    """Namespaces whose names label tensors: __main__, then every user frame of every thread.
+def _namespaces(ns: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """Namespaces whose names label tensors: the stopped frame's, __main__, module frames.
 
     Names are plain variable names (`losses`), as the user wrote them; the first one wins.
+    Other function frames are not read here: in CPython <= 3.12, `frame.f_locals` snapshots the
+    fast locals into a dict cached on the frame, which would keep objects alive after the
+    function deletes them. Findings fall back to gc referrers (see `_referrer_names`).
     """
     out: list[tuple[str, dict[str, Any]]] = []
+    if ns is not None:
+        out.append(("", ns))
     main = sys.modules.get("__main__")
     if main is not None:
         out.append(("", vars(main)))
     frames = list(sys._current_frames().values())
+    top: Any = None
+    f: Any = None
     try:
         for top in frames:
-            f: Any = top
+            f = top
             while f is not None:
-                if not _skip_frame(f):
-                    if f.f_code.co_name == "<module>":
-                        if f.f_globals is not getattr(main, "__dict__", None):
-                            out.append(("", f.f_globals))
-                    else:
-                        out.append(("", f.f_locals))
+                if f.f_code.co_name == "<module>" and not _skip_frame(f) and f.f_globals is not getattr(main, "__dict__", None):
+                    out.append(("", f.f_globals))
                 f = f.f_back
     finally:
         # Our own frame is among them: holding it from a local makes a reference cycle that
         # would keep every tensor we touched alive until the next gc collection.
-        del frames
-        top = f = None
+        del frames, top, f
     return out
 
 
-def _label_objects(torch: Any) -> dict[int, Any]:
+def _label_objects(torch: Any, ns: dict[str, Any] | None) -> dict[int, Any]:
     """id(object) -> name for tensors and containers reachable one or two steps from names."""
     labels: dict[int, Any] = {}
     T = torch.Tensor
     Module = getattr(torch.nn, "Module", None)
     Optimizer = getattr(getattr(torch, "optim", None), "Optimizer", None)
-    for prefix, ns in _namespaces():
-        for name, v in list(ns.items()):
+    for prefix, space in _namespaces(ns):
+        for name, v in list(space.items()):
             if name.startswith("__") or name == PRIVATE_NAME or type(v) is type(sys):
                 continue
             label = prefix + name
@@ -462,7 +469,14 @@ def _referrer_names(objs: list[Any], labels: dict[int, Any]) -> dict[int, str]:
             for k, v in r.items():
                 if id(v) in want and id(v) not in out:
                     out[id(v)] = f"{owner}{k}" if issubclass(type(k), str) else f"[{k!r}]"
-        elif hasattr(r, "__dict__") and not issubclass(type(r), type):
+        elif type(r) is FrameType:
+            if _skip_frame(r):
+                continue
+            # Only frames that hold a finding's object are read (see `_namespaces`).
+            for k, v in list(r.f_locals.items()):
+                if id(v) in want and id(v) not in out:
+                    out[id(v)] = k
+        elif not issubclass(type(r), type) and type(getattr(type(r), "__dict__", {}).get("__dict__")) is GetSetType:
             for k, v in list(vars(r).items()):
                 if id(v) in want and id(v) not in out:
                     out[id(v)] = f"{type(r).__name__}.{k}"
@@ -505,7 +519,7 @@ def _used_bytes(g: _Group, exclude: set[int]) -> int:
             continue
         try:
             intervals.append(_extent(t))
-        except Exception:  # nested and other layouts: assume the whole storage
+        except _TORCH_ERRORS:  # nested and other layouts: assume the whole storage
             intervals.append((0, g.nbytes))
     return _union(intervals)
 
@@ -517,19 +531,24 @@ def _name_of(labels: dict[int, Any], i: int) -> str | None:
     return f"{v[0]}[{v[1]!r}]"
 
 
-def process_report(top: int = 20, min_pin_bytes: int = PIN_MIN_BYTES) -> dict[str, Any]:
+def process_report(top: int = 20, min_pin_bytes: int = PIN_MIN_BYTES,
+                   ns: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every live tensor grouped by storage, per-device totals, top-N storages, named leaks.
+
+    `ns` is the stopped frame's namespace (the client passes `locals()`), used for names.
+    """
     # The walk builds ~one small object per tensor; with the collector on, each generation-0
     # threshold triggers collections that traverse the whole heap (half the run time at 100k).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _process_report(top, min_pin_bytes)
+        return _process_report(top, min_pin_bytes, ns)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _process_report(top: int, min_pin_bytes: int) -> dict[str, Any]:
+def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None) -> dict[str, Any]:
     torch = _torch()
     T = torch.Tensor
     objs = gc.get_objects()
@@ -546,7 +565,7 @@ def _process_report(top: int, min_pin_bytes: int) -> dict[str, Any]:
     for t in tensors:
         try:
             s = t.untyped_storage()
-        except Exception:  # sparse & co
+        except _TORCH_ERRORS:  # sparse & co
             no_storage += 1
             continue
         key = _fast_key(s, t)
@@ -572,7 +591,7 @@ def _process_report(top: int, min_pin_bytes: int) -> dict[str, Any]:
         if id(gr) not in tensor_ids:  # a grad with no Python object yet: count its storage
             try:
                 s = gr.untyped_storage()
-            except Exception:
+            except _TORCH_ERRORS:
                 continue
             key = _fast_key(s, gr)
             g = groups.get(key)
@@ -591,7 +610,7 @@ def _process_report(top: int, min_pin_bytes: int) -> dict[str, Any]:
     def on_saved(_node: Any, st: Any) -> None:
         try:
             s = st.untyped_storage()
-        except Exception:
+        except _TORCH_ERRORS:
             return
         key = _fast_key(s, st)
         g = groups.get(key)
@@ -627,7 +646,7 @@ def _process_report(top: int, min_pin_bytes: int) -> dict[str, Any]:
     seen_nodes.clear()
     owner.clear()
 
-    labels = _label_objects(torch)
+    labels = _label_objects(torch, ns)
     findings: list[dict[str, Any]] = []
 
     # Containers (lists, dicts, deques) holding tensors of several separate graphs.
@@ -647,41 +666,49 @@ def _process_report(top: int, min_pin_bytes: int) -> dict[str, Any]:
             if len(held) >= 2 and len({root_component[i] for i in held}) >= 2:
                 containers.append((o, held))
     del objs
-    if containers:
-        names = _referrer_names([c for c, _ in containers], labels)
-        for c, held in containers:
-            name = names.get(id(c))
-            if type(c) is dict and name is None:
-                continue  # an object's attribute dict or similar namespace, not a container
-            storages: dict[tuple[int, int], int] = {}
-            for comp in {root_component[i] for i in held}:
-                storages.update(component_saved[comp])
-            nbytes = sum(storages.values())
-            kind = type(c).__name__
-            who = name or f"an unnamed {kind}"
-            findings.append({
-                "kind": "graph_kept_alive",
-                "container": who,
-                "container_type": kind,
-                "length": len(c),
-                "graph_tensors": len(held),
-                "bytes": nbytes,
-                "message": f"{who} ({kind} of {len(c)}) keeps {len(held)} autograd graphs alive holding "
-                           f"{_human(nbytes)} of saved tensors; store .item() or .detach() instead",
-            })
-        containers = []
 
     # Views pinning a large storage: the tensors with names (or no view's base) use little of it.
     # A base kept alive only by its views' `_base` does not count as a user of the storage.
     unnamed_bases = {i for i in base_ids if i not in labels}
+    pins: list[tuple[_Group, int, Any]] = []
     for g in groups.values():
         if g.nbytes < min_pin_bytes or not g.members or g.by_graph:
             continue
         used = _used_bytes(g, unnamed_bases)
-        if used >= PIN_MAX_USED * g.nbytes:
-            continue
-        name = next((n for n in (_name_of(labels, id(t)) for t in g.members) if n), None)
-        who = name or "an unnamed tensor"
+        if used < PIN_MAX_USED * g.nbytes:
+            users = [t for t in g.members if id(t) not in unnamed_bases]
+            pins.append((g, used, users[0] if users else g.members[0]))
+    grad_owners = [(t, gr) for t, gr in grads if (not t.is_leaf and t.retains_grad) or not t.requires_grad]
+    grads = []
+
+    # One gc pass names whatever the namespaces above did not.
+    names = _referrer_names([c for c, _ in containers] + [t for _, _, t in pins]
+                            + [t for t, _ in grad_owners], labels)
+
+    for c, held in containers:
+        name = names.get(id(c))
+        if type(c) is dict and name is None:
+            continue  # an object's attribute dict or similar namespace, not a container
+        storages: dict[tuple[int, int], int] = {}
+        for comp in {root_component[i] for i in held}:
+            storages.update(component_saved[comp])
+        nbytes = sum(storages.values())
+        kind = type(c).__name__
+        who = name or f"an unnamed {kind}"
+        findings.append({
+            "kind": "graph_kept_alive",
+            "container": who,
+            "container_type": kind,
+            "length": len(c),
+            "graph_tensors": len(held),
+            "bytes": nbytes,
+            "message": f"{who} ({kind} of {len(c)}) keeps {len(held)} autograd graphs alive holding "
+                       f"{_human(nbytes)} of saved tensors; store .item() or .detach() instead",
+        })
+    containers = []
+
+    for g, used, t in pins:
+        who = names.get(id(t)) or "an unnamed tensor"
         findings.append({
             "kind": "view_pins_storage",
             "tensor": who,
@@ -692,18 +719,20 @@ def _process_report(top: int, min_pin_bytes: int) -> dict[str, Any]:
             "message": f"{who} uses {_human(used)} of a {_human(g.nbytes)} storage it keeps alive "
                        f"({100.0 * used / g.nbytes:.2g}% used); .clone() it to free {_human(g.nbytes - used)}",
         })
+    pins = []
 
-    for t, gr in grads:
+    for t, gr in grad_owners:
         gbytes = gr.numel() * gr.element_size()
-        who = _name_of(labels, id(t)) or "an unnamed tensor"
+        who = names.get(id(t)) or "an unnamed tensor"
         if not t.is_leaf and t.retains_grad:
             findings.append({"kind": "retained_grad", "tensor": who, "bytes": gbytes,
                              "message": f"{who} (non-leaf) retains its grad: {_human(gbytes)}"})
-        elif not t.requires_grad:
+        else:
             findings.append({"kind": "stale_grad", "tensor": who, "bytes": gbytes,
                              "message": f"{who}.grad holds {_human(gbytes)} though {who} no longer "
                                         "requires grad; set it to None"})
-    grads = []
+    grad_owners = []
+    t = gr = None
 
     # Totals per device, and the allocator's own count where CUDA is initialised.
     devices: dict[str, dict[str, Any]] = {}
@@ -776,7 +805,7 @@ def setup() -> dict[str, Any]:
             # pydevd sends header and body separately: Nagle + delayed ACK cost ~45 ms each.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             nodelay = True
-    except Exception:
+    except (OSError, AttributeError):  # a pydevd without this layout: just slower
         pass
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None)
@@ -795,7 +824,7 @@ def _json(fn: Any, *args: Any, **kwargs: Any) -> str:
         return json.dumps({"ok": True, "result": fn(*args, **kwargs)})
     except ProbeError as e:
         return json.dumps({"ok": False, "error": str(e)})
-    except Exception as e:  # report, never raise into the user's process
+    except Exception as e:  # noqa: BLE001 -- report it; never raise into the user's process
         return json.dumps({"ok": False, "error": f"probe failed: {type(e).__name__}: {e}"})
 
 
@@ -811,5 +840,6 @@ def frame_report_json(ns: dict[str, Any]) -> str:
     return _json(frame_report, ns)
 
 
-def process_report_json(top: int = 20, min_pin_bytes: int = PIN_MIN_BYTES) -> str:
-    return _json(process_report, top, min_pin_bytes)
+def process_report_json(top: int = 20, min_pin_bytes: int = PIN_MIN_BYTES,
+                        ns: dict[str, Any] | None = None) -> str:
+    return _json(process_report, top, min_pin_bytes, ns)

@@ -1,0 +1,251 @@
+"""The probe, called in-process on tensors made here: facts checked against those tensors."""
+
+from __future__ import annotations
+
+import ast
+import gc
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from stridelens.inspector import probe
+
+
+def live_tensor_count() -> int:
+    return sum(1 for o in gc.get_objects() if issubclass(type(o), torch.Tensor))
+
+
+def storage_bytes(t: torch.Tensor) -> int:
+    return t.untyped_storage().nbytes()
+
+
+def test_describe_view_matches_torch() -> None:
+    a = torch.arange(24.0).reshape(2, 3, 4)
+    v = a.permute(2, 0, 1)[1:]
+    d = probe.describe(v)
+    assert d["shape"] == list(v.shape)
+    assert d["strides"] == list(v.stride())
+    assert d["storage_offset"] == v.storage_offset()
+    assert d["contiguous"] == v.is_contiguous() is False
+    assert d["memory_format"] == "strided"
+    assert d["numel"] == v.numel()
+    assert d["nbytes"] == v.numel() * v.element_size()
+    assert d["storage_bytes"] == storage_bytes(a)
+    assert d["storage_key"] == probe.describe(a)["storage_key"]
+    assert d["is_view"] is True
+    assert d["base"]["shape"] == list(v._base.shape)
+    assert d["version"] == v._version
+    assert d["grad_fn"] is None and d["graph"] is None
+    assert d["cuda"] is None and d["stats"] is None
+
+
+def test_describe_channels_last() -> None:
+    x = torch.empty(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    assert probe.describe(x)["memory_format"] == "channels_last"
+
+
+def test_describe_graph_saved_bytes() -> None:
+    a = torch.randn(3, 4, requires_grad=True)
+    b = torch.randn(3, 4, requires_grad=True)
+    z = (a * b).tanh()
+    d = probe.describe(z)
+    assert d["grad_fn"] == type(z.grad_fn).__name__
+    assert d["grad_fn_chain"][0]["next"] == [type(z.grad_fn.next_functions[0][0]).__name__]
+    # MulBackward0 saves a and b; TanhBackward0 saves its result z: three storages.
+    assert d["graph"]["saved_bytes"] == storage_bytes(a) + storage_bytes(b) + storage_bytes(z)
+    assert d["requires_grad"] and not d["is_leaf"] and d["grad"] is None
+
+
+def test_describe_grad_of_leaf() -> None:
+    w = torch.randn(5, requires_grad=True)
+    (w * 2).sum().backward()
+    d = probe.describe(w)
+    assert w.grad is not None
+    assert d["grad"] == {"shape": [5], "dtype": "float32", "nbytes": w.grad.numel() * w.grad.element_size()}
+
+
+def test_describe_value_stats_only_when_asked() -> None:
+    x = torch.tensor([1.0, float("nan"), 3.0, float("inf")])
+    assert probe.describe(x)["stats"] is None
+    s = probe.describe(x, stats=True)["stats"]
+    assert s == {"nan": 1, "inf": 1, "min": 1.0, "max": 3.0, "mean": 2.0}
+
+
+class MyTensor(torch.Tensor):
+    pass
+
+
+def unusual_tensors() -> dict[str, Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.randn(2), torch.randn(3)])
+        quant = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8)
+    return {
+        "meta": torch.empty(3, 4, device="meta"),
+        "sparse": torch.eye(3).to_sparse(),
+        "nested": nested,
+        "quantized": quant,
+        "subclass": torch.randn(3).as_subclass(MyTensor),
+        "parameter": torch.nn.Parameter(torch.randn(2)),
+        "empty": torch.empty(0),
+        "zero_dim": torch.tensor(3.0),
+    }
+
+
+@pytest.mark.parametrize("kind", list(unusual_tensors()))
+def test_describe_unusual_tensors(kind: str) -> None:
+    t = unusual_tensors()[kind]
+    out = json.loads(probe.describe_json(t))
+    assert out["ok"], out
+    d = out["result"]
+    assert d["numel"] == t.numel()
+    if kind == "sparse":
+        assert d["storage_key"] is None and "no single strided storage" in d["notes"][0]
+    if kind == "meta":
+        assert d["storage_bytes"] == 48 and "meta tensor" in d["notes"][0]
+    if kind == "subclass":
+        assert d["type"].endswith("MyTensor")
+
+
+def test_meta_storages_told_apart() -> None:
+    a = torch.empty(3, device="meta")
+    b = torch.empty(3, device="meta")
+    ka, kb, kv = (probe.describe(t)["storage_key"] for t in (a, b, a[1:]))
+    assert ka != kb and ka == kv
+
+
+def test_describe_not_a_tensor() -> None:
+    out = json.loads(probe.describe_json([1, 2]))
+    assert out == {"ok": False, "error": "not a tensor: the expression is a builtins.list"}
+
+
+def test_frame_report_groups_by_storage() -> None:
+    a = torch.arange(24.0)
+    b = a[5:]
+    bT = a.view(4, 6).t()
+    c = torch.zeros(3)
+    model = torch.nn.Linear(2, 2)
+    r = probe.frame_report({"a": a, "b": b, "bT": bT, "c": c, "n": 3, "model": model, "xs": [c, 1]})
+    assert r["total_bytes"] == storage_bytes(a) + storage_bytes(c) + sum(
+        storage_bytes(p) for p in model.parameters()
+    )
+    g = next(g for g in r["groups"] if {m["name"] for m in g["tensors"]} == {"a", "b", "bT"})
+    assert g["storage_bytes"] == storage_bytes(a)
+    assert g["summary"] == (
+        f"a, b, bT share one {storage_bytes(a)}-byte storage; "
+        f"b is a view of a at offset {b.storage_offset()}; bT is a view of a at offset 0"
+    )
+    names = {m["name"] for grp in r["groups"] for m in grp["tensors"]}
+    assert {"c", "xs[0]", "model.weight", "model.bias"} <= names
+
+
+def test_process_report_names_the_leaks() -> None:
+    w = torch.randn(1000, requires_grad=True)
+    xs = [torch.randn(1000) for _ in range(4)]
+    losses = []
+    for x in xs:
+        losses.append((w * x).sum())  # the classic: the list keeps every graph
+    big = torch.randn(1 << 19)
+    head = big[:10]
+    del big
+    h = torch.randn(7, requires_grad=True) * 2
+    h.retain_grad()
+    h.sum().backward()
+    stale = torch.randn(6, requires_grad=True)
+    stale.sum().backward()
+    stale.requires_grad_(False)
+
+    r = probe.process_report(top=5, ns=locals())
+    by_kind = {f["kind"]: f for f in r["findings"]}
+    leak = by_kind["graph_kept_alive"]
+    assert leak["container"] == "losses" and leak["graph_tensors"] == len(losses)
+    # Each MulBackward0 saved its x (w does not need saving: x needs no grad).
+    assert leak["bytes"] == sum(storage_bytes(x) for x in xs)
+    pin = by_kind["view_pins_storage"]
+    assert pin["tensor"] == "head"
+    assert pin["bytes"] == storage_bytes(head)
+    assert pin["used_bytes"] == head.numel() * head.element_size()
+    assert by_kind["retained_grad"]["tensor"] == "h"
+    assert h.grad is not None and by_kind["retained_grad"]["bytes"] == h.grad.numel() * 4
+    assert by_kind["stale_grad"]["tensor"] == "stale"
+    assert r["top"][0]["bytes"] == storage_bytes(head) and r["top"][0]["names"] == ["head"]
+    cpu = next(d for d in r["devices"] if d["device"] == "cpu")
+    assert cpu["bytes"] >= storage_bytes(head) + sum(storage_bytes(x) for x in xs)
+
+
+def test_process_report_one_graph_is_not_a_leak() -> None:
+    w = torch.randn(10, requires_grad=True)
+    out = w * 2
+    loss = out.sum()
+    pair = [out, loss]  # same graph: not a "kept alive across iterations" pattern
+    r = probe.process_report()
+    assert pair and not [f for f in r["findings"] if f.get("container") == "pair"]
+
+
+def test_process_report_counts_live_tensors() -> None:
+    keep = [torch.empty(2) for _ in range(1000)]
+    r = probe.process_report()
+    assert r["tensor_count"] >= len(keep)
+    assert r["tensor_count"] == live_tensor_count()
+
+
+def test_probe_changes_nothing() -> None:
+    a = torch.randn(4, 4, requires_grad=True)
+    y = (a @ a).relu()  # non-leaf without retains_grad: reading .grad would warn
+    v = a.detach()[1:]
+    ns = locals()  # what the client passes: the stopped frame's namespace
+    before_refs = [sys.getrefcount(t) for t in (a, y, v)]
+    before_versions = [t._version for t in (a, y, v)]
+    before_live = live_tensor_count()
+    grad_mode = torch.is_grad_enabled()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        probe.describe_json(a)
+        probe.describe_json(y)
+        probe.describe_json(v)
+        probe.frame_report_json({"a": a, "y": y, "v": v})
+        probe.process_report_json(ns=ns)
+    assert caught == []
+    assert [sys.getrefcount(t) for t in (a, y, v)] == before_refs
+    assert [t._version for t in (a, y, v)] == before_versions
+    assert live_tensor_count() == before_live
+    assert torch.is_grad_enabled() == grad_mode
+    assert gc.isenabled()
+    assert "__warningregistry__" not in vars(probe)
+    # TypedStorage's one-time warning was never armed: `.storage()` was not called.
+    assert not torch.storage._warn_typed_storage_removal.__dict__.get("has_warned", False)
+    # The graph is intact: backward still works.
+    y.sum().backward()
+    assert a.grad is not None
+
+
+def test_probe_source_is_standalone() -> None:
+    src = Path(probe.__file__).read_text()
+    tree = ast.parse(src)
+    imported = {
+        (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in (n.names if isinstance(n, ast.Import) else [n])  # type: ignore[attr-defined]
+    }
+    assert imported <= {"__future__", "gc", "heapq", "json", "sys", "types", "typing", "socket"}
+
+
+def test_probe_in_target_without_torch() -> None:
+    src = Path(probe.__file__).read_text()
+    code = (
+        "import sys, types\n"
+        "m = types.ModuleType('_stridelens_probe')\n"
+        f"exec(compile({src!r}, '<stridelens-probe>', 'exec'), m.__dict__)\n"
+        "print(m.process_report_json())\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    first, second = out.stdout.splitlines()
+    assert json.loads(first) == {"ok": False, "error": "the target process has not imported torch"}
+    assert second == "False"
