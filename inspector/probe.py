@@ -836,6 +836,27 @@ def describe_json(t: Any, stats: bool = False) -> str:
     return _json(describe, t, stats)
 
 
+def describe_expr(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool = False) -> dict[str, Any]:
+    """Evaluate the user's expression here, so a raising one is a message, not a traceback,
+    and the tensor never becomes the debugger's evaluate result (pydevd keeps those alive)."""
+    try:
+        code = compile(expr, "<stridelens-expr>", "eval")
+    except SyntaxError as e:
+        raise ProbeError(f"not a Python expression: {expr!r} ({e.msg})") from None
+    try:
+        value = eval(code, globs, locs)
+    except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
+        raise ProbeError(f"the expression raised {type(e).__name__}: {e}") from None
+    try:
+        return describe(value, stats)
+    finally:
+        del value
+
+
+def describe_expr_json(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool = False) -> str:
+    return _json(describe_expr, expr, globs, locs, stats)
+
+
 def frame_report_json(ns: dict[str, Any]) -> str:
     return _json(frame_report, ns)
 

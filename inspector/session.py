@@ -1,0 +1,437 @@
+"""Driving a debuggee through debugpy: launch / connect / PID attach, stop, evaluate, leave.
+
+The request order follows what debugpy 1.8 accepts (measured, see shared FACTS): initialize ->
+attach (answered only after configurationDone) -> `initialized` event -> setBreakpoints ->
+setExceptionBreakpoints -> configurationDone -> `stopped` -> threads -> stackTrace -> evaluate
+-> continue -> disconnect {terminateDebuggee: false}.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import ipaddress
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from stridelens.inspector import probe as probe_module
+from stridelens.inspector.dap_client import DapClient, DapClosed, DapError, DapTimeout
+
+PROBE = f"__import__('sys').modules[{probe_module.PRIVATE_NAME!r}]"
+
+
+class InspectError(Exception):
+    """The job failed for a reason the user should read (exit code 1, no traceback)."""
+
+
+class UsageError(InspectError):
+    """Bad command-line input (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    path: str
+    line: int
+    condition: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str, cwd: str | None = None) -> Breakpoint:
+        parts = spec.split(":", 2)
+        if len(parts) < 2 or not parts[1].strip().isdigit():
+            raise UsageError(f"--break {spec!r}: expected FILE:LINE[:CONDITION]")
+        path = os.path.abspath(os.path.join(cwd or os.getcwd(), parts[0]))
+        if not os.path.isfile(path):
+            raise UsageError(f"--break {spec!r}: no such file {path}")
+        line = int(parts[1])
+        if line < 1:
+            raise UsageError(f"--break {spec!r}: line numbers start at 1")
+        cond = parts[2].strip() if len(parts) == 3 and parts[2].strip() else None
+        lines = code_lines(path)
+        # debugpy 1.8 answers verified=true for any line and silently moves the breakpoint to
+        # the nearest code line (even line 500 of a 7-line file): check it ourselves.
+        if lines and line not in lines:
+            near = sorted(lines, key=lambda n: (abs(n - line), n))[:2]
+            raise UsageError(
+                f"--break {spec!r}: line {line} of {parts[0]} has no code (blank, comment, or past "
+                f"the end); nearest lines with code: {', '.join(map(str, sorted(near)))}")
+        return cls(path, line, cond)
+
+
+def code_lines(path: str) -> set[int]:
+    """Lines where Python can stop in a file (empty when it cannot be compiled)."""
+    try:
+        top = compile(Path(path).read_bytes(), path, "exec")
+    except (SyntaxError, ValueError, OSError):
+        return set()
+    out: set[int] = set()
+    stack = [top]
+    while stack:
+        co = stack.pop()
+        out.update(ln for _s, _e, ln in co.co_lines() if ln is not None and ln > 0)
+        stack.extend(c for c in co.co_consts if isinstance(c, type(top)))
+    # A def/class line holds no code of its body but is where decorators and defaults run.
+    return out
+
+
+def parse_address(text: str, allow_remote: bool = False) -> tuple[str, int]:
+    """HOST:PORT, checked to be loopback before any socket exists (unless allow_remote)."""
+    host, sep, port_s = text.rpartition(":")
+    if not sep or not port_s.isdigit() or not host:
+        raise UsageError(f"--connect {text!r}: expected HOST:PORT")
+    port = int(port_s)
+    if not 0 < port < 65536:
+        raise UsageError(f"--connect {text!r}: port out of range")
+    host = host.strip("[]")
+    if host == "localhost":
+        return "127.0.0.1", port
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is not None and ip.is_loopback:
+        return host, port
+    if not allow_remote:
+        # Names other than localhost are not resolved: resolving could itself reach the network.
+        raise UsageError(
+            f"--connect {text!r}: {host} is not a loopback address; debugpy runs arbitrary code "
+            "for whoever connects, so remote endpoints need an explicit --allow-remote"
+        )
+    return host, port
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _forward(stream: IO[bytes], sink: IO[str]) -> None:
+    # The adapter inherits this pipe too, so EOF may never come: a daemon thread, never joined.
+    for raw in iter(stream.readline, b""):
+        with contextlib.suppress(ValueError, OSError):
+            sink.write(raw.decode(errors="replace"))
+            sink.flush()
+
+
+def _state_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "stridelens" / "pid-ports.json"
+
+
+def _proc_start(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[19]  # field 22: start time in clock ticks
+
+
+class Session:
+    """One debug session. Use as a context manager; `close()` never leaves our children behind."""
+
+    def __init__(self, progress: Callable[[str], None] | None = None, timeout: float = 30.0) -> None:
+        self.client: DapClient | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.progress = progress or (lambda _msg: None)
+        self.timeout = timeout
+        self.breakpoints: list[Breakpoint] = []
+        self.unverified: list[tuple[Breakpoint, str]] = []
+        self.thread_id: int | None = None
+        self.frame_id: int | None = None
+        self.frame: dict[str, Any] = {}
+        self.stop_reason: str | None = None
+        self.target: dict[str, Any] = {}
+        self._attach_seq: int | None = None
+        self._event_cursor = 0
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(kill=self.proc is not None and exc[0] is not None)
+
+    # ------------------------------------------------------------------ getting a client
+
+    def launch(self, script: str, args: list[str], python: str | None = None,
+               output: IO[str] | None = None) -> None:
+        """Run `script` under debugpy (waiting for us), its output forwarded to `output`."""
+        if not os.path.isfile(script):
+            raise UsageError(f"--launch: no such file {script}")
+        port = free_port()
+        cmd = [python or sys.executable, "-X", "frozen_modules=off", "-m", "debugpy",
+               "--listen", f"127.0.0.1:{port}", "--wait-for-client", script, *args]
+        self.progress(f"launching {os.path.basename(script)} under debugpy")
+        env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, env=env)
+        assert self.proc.stdout is not None
+        threading.Thread(target=_forward, args=(self.proc.stdout, output or sys.stderr),
+                         daemon=True).start()
+        self._connect_retrying("127.0.0.1", port, lambda: self.proc is not None and self.proc.poll() is not None)
+
+    def connect(self, host: str, port: int) -> None:
+        self.progress(f"connecting to {host}:{port}")
+        try:
+            self.client = DapClient.connect(host, port, timeout=2.0)
+        except DapTimeout as e:
+            raise InspectError(
+                f"nothing accepts connections at {host}:{port} (is the target running "
+                "debugpy.listen() / python -m debugpy --listen on that port?)") from e
+
+    def attach_pid(self, pid: int, python: str | None = None) -> None:
+        """debugpy's PID injection (needs gdb); the port is remembered: inject once per process."""
+        if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
+            raise InspectError(f"no process with PID {pid}")
+        start = _proc_start(pid)
+        state = self._load_state()
+        known = state.get(str(pid))
+        if known and known.get("start") == start:
+            port = int(known["port"])
+            self.progress(f"PID {pid}: reusing debugpy on port {port}")
+            with contextlib.suppress(DapTimeout):
+                self.client = DapClient.connect("127.0.0.1", port, timeout=2.0)
+                return
+            raise InspectError(
+                f"PID {pid} already had debugpy injected (port {port}) but it does not answer; "
+                "a second injection would fail inside the target")
+        if shutil.which("gdb") is None:
+            raise InspectError("--pid needs gdb on PATH (Debian/Ubuntu: apt-get install gdb)")
+        port = free_port()
+        self.progress(f"injecting debugpy into PID {pid} with gdb (takes seconds)")
+        cmd = [python or sys.executable, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "--pid", str(pid)]
+        try:
+            out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                 timeout=max(60.0, self.timeout))
+        except subprocess.TimeoutExpired as e:
+            raise InspectError(f"injecting debugpy into PID {pid} timed out") from e
+        if out.returncode != 0:
+            tail = (out.stderr or out.stdout).strip().splitlines()[-3:]
+            raise InspectError(f"injecting debugpy into PID {pid} failed: {' / '.join(tail)}")
+        state[str(pid)] = {"port": port, "start": start}
+        self._save_state(state)
+        try:
+            self.client = DapClient.connect("127.0.0.1", port, timeout=self.timeout)
+        except DapTimeout as e:
+            raise InspectError(
+                f"debugpy did not start listening in PID {pid} (ptrace not permitted? "
+                "see /proc/sys/kernel/yama/ptrace_scope)") from e
+
+    def _connect_retrying(self, host: str, port: int, dead: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if dead():
+                raise InspectError("the target exited before debugpy started listening")
+            with contextlib.suppress(DapTimeout):
+                self.client = DapClient.connect(host, port, timeout=0.5)
+                return
+        raise InspectError(f"debugpy did not listen on {host}:{port} within {self.timeout:g} s")
+
+    def _load_state(self) -> dict[str, Any]:
+        try:
+            data = json.loads(_state_file().read_text())
+        except (OSError, ValueError):
+            return {}
+        # Forget processes that are gone (or whose PID was reused).
+        return {k: v for k, v in data.items() if isinstance(v, dict) and _proc_start(int(k)) == v.get("start")}
+
+    def _save_state(self, state: dict[str, Any]) -> None:
+        path = _state_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(path)
+
+    # ------------------------------------------------------------------ handshake and stops
+
+    def _c(self) -> DapClient:
+        if self.client is None:
+            raise InspectError("not connected")
+        return self.client
+
+    def handshake(self, breakpoints: list[Breakpoint]) -> None:
+        c = self._c()
+        self.breakpoints = breakpoints
+        try:
+            c.request("initialize", {"clientID": "stridelens", "clientName": "stridelens",
+                                     "adapterID": "debugpy", "pathFormat": "path",
+                                     "linesStartAt1": True, "columnsStartAt1": True,
+                                     "supportsRunInTerminalRequest": False}, timeout=self.timeout)
+            self._attach_seq = c.send_request("attach", {"justMyCode": False, "subProcess": False})
+            c.wait_event({"initialized"}, timeout=self.timeout)
+            by_file: dict[str, list[Breakpoint]] = {}
+            for bp in breakpoints:
+                by_file.setdefault(bp.path, []).append(bp)
+            for path, bps in by_file.items():
+                body = c.request("setBreakpoints", {
+                    "source": {"path": path},
+                    "breakpoints": [{"line": b.line, **({"condition": b.condition} if b.condition else {})}
+                                    for b in bps],
+                }, timeout=self.timeout)
+                for bp, res in zip(bps, body.get("breakpoints", []), strict=False):
+                    if not res.get("verified", False):
+                        self.unverified.append((bp, res.get("message") or "no code at this line"))
+            c.request("setExceptionBreakpoints", {"filters": []}, timeout=self.timeout)
+            c.request("configurationDone", {}, timeout=self.timeout)
+            c.wait_response(self._attach_seq, "attach", self.timeout)
+        except DapError as e:
+            raise InspectError(f"debugpy refused {e.command}: {e.message}") from e
+        except (DapTimeout, DapClosed) as e:
+            raise InspectError(f"debug session failed to start: {e}") from e
+        if breakpoints and len(self.unverified) == len(breakpoints):
+            bp, msg = self.unverified[0]
+            raise InspectError(f"breakpoint {bp.path}:{bp.line} was not accepted by debugpy: {msg}")
+
+    def wait_stop(self, timeout: float | None = None) -> None:
+        """Wait for a breakpoint hit; a target that exits first is an error."""
+        c = self._c()
+        timeout = self.timeout if timeout is None else timeout
+        try:
+            i, ev = c.wait_event({"stopped", "terminated", "exited"}, timeout, self._event_cursor)
+        except DapClosed as e:
+            raise InspectError(self._exit_message("before any breakpoint was hit")) from e
+        except DapTimeout as e:
+            raise InspectError(f"no breakpoint was hit within {timeout:g} s") from e
+        self._event_cursor = i + 1
+        if ev["event"] != "stopped":
+            raise InspectError(self._exit_message("before any breakpoint was hit"))
+        body = ev.get("body") or {}
+        self.stop_reason = body.get("reason")
+        self.thread_id = body.get("threadId")
+        self._select_frame()
+
+    def pause(self) -> None:
+        c = self._c()
+        try:
+            threads = c.request("threads", timeout=self.timeout).get("threads", [])
+            main = next((t for t in threads if t.get("name") == "MainThread"), threads[0] if threads else None)
+            if main is None:
+                raise InspectError("the target has no Python threads to pause")
+            c.request("pause", {"threadId": main["id"]}, timeout=self.timeout)
+        except DapError as e:
+            raise InspectError(f"pause failed: {e.message}") from e
+        except DapClosed as e:
+            raise InspectError(self._exit_message("before it could be paused")) from e
+        self.wait_stop()
+
+    def _select_frame(self) -> None:
+        c = self._c()
+        if self.thread_id is None:
+            threads = c.request("threads", timeout=self.timeout).get("threads", [])
+            self.thread_id = threads[0]["id"] if threads else None
+        frames = c.request("stackTrace", {"threadId": self.thread_id, "startFrame": 0, "levels": 20},
+                           timeout=self.timeout).get("stackFrames", [])
+        if not frames:
+            raise InspectError("the stopped thread has no Python frames")
+        self.frame = frames[0]
+        self.frame_id = frames[0]["id"]
+
+    def _exit_message(self, when: str) -> str:
+        code = None
+        for ev in self._c().events():
+            if ev.get("event") == "exited":
+                code = (ev.get("body") or {}).get("exitCode")
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self.proc.wait(timeout=2.0)
+        return f"the target exited{'' if code is None else f' (exit code {code})'} {when}"
+
+    # ------------------------------------------------------------------ evaluate and the probe
+
+    def evaluate(self, expression: str, timeout: float | None = None) -> str:
+        """Evaluate in the stopped frame; the string result, whole (rawString)."""
+        try:
+            body = self._c().request("evaluate", {
+                "expression": expression, "frameId": self.frame_id, "context": "repl",
+                "format": {"rawString": True},
+            }, timeout=self.timeout if timeout is None else timeout)
+        except DapClosed as e:
+            raise InspectError(self._exit_message("during the inspection")) from e
+        except DapTimeout as e:
+            raise InspectError(str(e)) from e
+        except DapError as e:
+            raise InspectError(f"evaluation failed in the target: {e.message}") from e
+        result = str(body.get("result", ""))
+        if result[:1] in "'\"" and result[-1:] == result[:1]:
+            with contextlib.suppress(ValueError, SyntaxError):
+                return str(ast.literal_eval(result))
+        return result
+
+    def ensure_probe(self) -> dict[str, Any]:
+        """Inject the probe once per target (a private module that persists across sessions)."""
+        src = Path(probe_module.__file__).read_text()
+        digest = hashlib.sha1(src.encode()).hexdigest()[:16]
+        have = self.evaluate(f"getattr(__import__('sys').modules.get({probe_module.PRIVATE_NAME!r}), 'SOURCE_ID', None)")
+        if have != digest:
+            src += f"\nSOURCE_ID = {digest!r}\n"
+            # One expression: a multi-statement snippet would leave temporaries in the user's globals.
+            self.evaluate(
+                f"exec(compile({src!r}, '<stridelens-probe>', 'exec'), "
+                f"__import__('sys').modules.setdefault({probe_module.PRIVATE_NAME!r}, "
+                f"__import__('types').ModuleType({probe_module.PRIVATE_NAME!r})).__dict__)")
+        self.target = self.call_probe("setup_json()")
+        return self.target
+
+    def call_probe(self, call: str) -> Any:
+        raw = self.evaluate(f"{PROBE}.{call}")
+        try:
+            out = json.loads(raw)
+        except ValueError as e:
+            raise InspectError(f"the probe did not answer as expected: {raw[:300]}") from e
+        if not out.get("ok"):
+            raise InspectError(out.get("error", "probe failed"))
+        return out["result"]
+
+    def describe(self, expr: str, stats: bool = False) -> dict[str, Any]:
+        return dict(self.call_probe(f"describe_expr_json({expr!r}, globals(), locals(), {stats!r})"))
+
+    def frame_report(self) -> dict[str, Any]:
+        return dict(self.call_probe("frame_report_json(locals())"))
+
+    def process_report(self, top: int = 20, min_pin_bytes: int = probe_module.PIN_MIN_BYTES) -> dict[str, Any]:
+        return dict(self.call_probe(f"process_report_json({int(top)}, {int(min_pin_bytes)}, locals())"))
+
+    # ------------------------------------------------------------------ leaving
+
+    def finish(self, kill: bool = False) -> None:
+        """Detach leaving the target running (breakpoints cleared), or end it."""
+        c = self.client
+        if c is None or c.closed:
+            return
+        with contextlib.suppress(DapError, DapTimeout, DapClosed):
+            if kill:
+                c.request("disconnect", {"terminateDebuggee": True}, timeout=5.0)
+                return
+            for path in {bp.path for bp in self.breakpoints}:
+                c.request("setBreakpoints", {"source": {"path": path}, "breakpoints": []}, timeout=5.0)
+            if self.thread_id is not None:
+                c.request("continue", {"threadId": self.thread_id}, timeout=5.0)
+            c.request("disconnect", {"terminateDebuggee": False}, timeout=5.0)
+
+    def wait_target(self, timeout: float) -> int | None:
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self, kill: bool = False) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if kill and self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        if self.proc is not None and self.proc.poll() is not None and self.proc.stdout is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdout.close()
