@@ -369,9 +369,9 @@ def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
 def _group_summary(g: dict[str, Any]) -> str:
     names = [m["name"] for m in g["tensors"]]
     size = f"{g['storage_bytes']}-byte" if g["storage_bytes"] < 10240 else _human(g["storage_bytes"])
-    head = f"{names[0]} owns one {size} storage" if len(names) == 1 else f"{', '.join(names)} share one {size} storage"
+    head = f"{names[0]} uses one {size} storage" if len(names) == 1 else f"{', '.join(names)} share one {size} storage"
     views = [
-        f"{m['name']} is a view{' of ' + m['view_of'] if m['view_of'] else ''} at offset {m['storage_offset']}"
+        f"{m['name']} is a view of {m['view_of'] or 'an unnamed base'} at offset {m['storage_offset']}"
         for m in g["tensors"] if m["is_view"]
     ]
     return "; ".join([head, *views])
@@ -761,7 +761,7 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None) -> 
         top_groups.append({
             "storage_key": g.key_str(), "device": g.device, "bytes": g.nbytes,
             "tensors": len(g.members), "names": named[:8], "unnamed": len(g.members) - len(named),
-            "used_bytes": _used_bytes(g, set()) if g.members else g.nbytes,
+            "used_bytes": _used_bytes(g, unnamed_bases) if g.members else g.nbytes,
             "saved_by_graph": g.by_graph,
         })
     report = {

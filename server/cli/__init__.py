@@ -25,11 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
     from stridelens.server.cli import explain_command
 
     explain_command.register(commands)
+    from stridelens.inspector import cli as inspect_cli
+
+    inspect_cli.register(commands)
 
     for name, helptext in (
         ("check", "lint files for PyTorch memory pitfalls (not available yet)"),
         ("serve", "run the language server (not available yet)"),
-        ("inspect", "inspect tensors in a running process (not available yet)"),
     ):
         sub = commands.add_parser(name, help=helptext, add_help=False)
         sub.add_argument("rest", nargs=argparse.REMAINDER)

@@ -1,0 +1,155 @@
+"""`stridelens inspect`: stop a process under debugpy and report its tensors.
+
+Exit codes: 0 the report was produced (findings do not change it: they are facts, not lint);
+1 the job failed (target not reachable, exited before the stop, an expression raised or is not
+a tensor, the target has no torch, ...); 2 usage error (bad flags, a breakpoint on a line
+without code, a non-loopback address without --allow-remote).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+from stridelens.inspector import reports
+from stridelens.inspector.probe import PIN_MIN_BYTES
+from stridelens.inspector.session import (
+    Breakpoint,
+    InspectError,
+    Session,
+    UsageError,
+    parse_address,
+)
+
+EPILOG = """\
+examples:
+  stridelens inspect --launch train.py --break train.py:42 --memory
+  stridelens inspect --launch train.py --break 'train.py:42:step == 3' --expr 'x[0]' --frame
+  stridelens inspect --connect 127.0.0.1:5678 --memory --top 10 --format json
+  stridelens inspect --pid 4242 --memory
+Script arguments for --launch go after `--`.
+"""
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "inspect", help="inspect tensors in a running process (through debugpy)",
+        description="Stop a Python process under debugpy and report its tensors: one expression, "
+                    "a frame's tensors grouped by storage, or all live tensors with named leaks.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--launch", metavar="SCRIPT", help="run SCRIPT under debugpy (args after --)")
+    how.add_argument("--connect", metavar="HOST:PORT",
+                     help="a process that called debugpy.listen() / runs python -m debugpy --listen")
+    how.add_argument("--pid", type=int, help="inject debugpy into a running process (needs gdb)")
+    p.add_argument("--break", dest="breaks", action="append", default=[], metavar="FILE:LINE[:COND]",
+                   help="stop there (repeatable); report at the first hit")
+    p.add_argument("--pause", action="store_true",
+                   help="interrupt the main thread now (default for --connect/--pid without --break)")
+    p.add_argument("--expr", action="append", default=[], metavar="EXPR",
+                   help="describe the tensor EXPR evaluates to in the stopped frame (repeatable)")
+    p.add_argument("--stats", action="store_true", help="with --expr: value statistics (reads data)")
+    p.add_argument("--frame", action="store_true", help="the frame's tensors grouped by storage")
+    p.add_argument("--memory", action="store_true", help="all live tensors, per device, top-N, leaks")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="with --memory: N largest storages")
+    p.add_argument("--min-pin-bytes", type=int, default=PIN_MIN_BYTES, metavar="B",
+                   help="with --memory: smallest storage worth a 'view pins storage' finding")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    after = p.add_mutually_exclusive_group()
+    after.add_argument("--continue", dest="kill", action="store_false",
+                       help="afterwards detach and let the target run (default)")
+    after.add_argument("--kill", dest="kill", action="store_true", help="afterwards end the target")
+    p.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                   help="seconds to wait for attach / the breakpoint (default 60)")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --connect address (debugpy runs code for any client)")
+    p.add_argument("--python", metavar="PATH", help="interpreter for --launch / the PID injector")
+    p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    try:
+        return _run(args, err)
+    except UsageError as e:
+        err.print(f"[red]stridelens inspect:[/red] {e}")
+        return 2
+    except InspectError as e:
+        err.print(f"[red]stridelens inspect:[/red] {e}")
+        return 1
+
+
+def _run(args: argparse.Namespace, err: Console) -> int:
+    breaks = [Breakpoint.parse(b) for b in args.breaks]
+    address = parse_address(args.connect, args.allow_remote) if args.connect else None
+    if args.launch and not breaks:
+        raise UsageError("--launch needs at least one --break FILE:LINE")
+    if args.top < 0:
+        raise UsageError("--top must be >= 0")
+    if args.script_args and not args.launch:
+        raise UsageError(f"unexpected arguments: {' '.join(args.script_args)}")
+    if not (args.expr or args.frame or args.memory):
+        args.frame = True
+    out = Console(width=None if sys.stdout.isatty() else 132, soft_wrap=False)
+
+    with Session(timeout=args.timeout) as s, _status(err, "starting") as status:
+        s.progress = lambda msg: status.update(msg) if status else None
+        if args.launch:
+            s.launch(os.path.abspath(args.launch), args.script_args, python=args.python)
+        elif address:
+            s.connect(*address)
+        else:
+            s.attach_pid(args.pid, python=args.python)
+        s.progress("configuring the debug session")
+        s.handshake(breaks)
+        if breaks and not args.pause:
+            s.progress("waiting for a breakpoint")
+            s.wait_stop()
+        else:
+            s.progress("pausing the target")
+            s.pause()
+        s.progress("injecting the probe")
+        target = s.ensure_probe()
+        report: dict[str, Any] = {
+            "target": target,
+            "stop": {"reason": s.stop_reason, "path": (s.frame.get("source") or {}).get("path"),
+                     "line": s.frame.get("line"), "function": s.frame.get("name")},
+        }
+        failed = False
+        if args.expr:
+            report["expressions"] = []
+            for expr in args.expr:
+                try:
+                    report["expressions"].append({"expr": expr, "result": s.describe(expr, args.stats)})
+                except InspectError as e:
+                    failed = True
+                    report["expressions"].append({"expr": expr, "error": str(e)})
+        if args.frame:
+            report["frame"] = s.frame_report()
+        if args.memory:
+            s.progress("walking live tensors")
+            report["memory"] = s.process_report(args.top, args.min_pin_bytes)
+        if status is not None:
+            status.stop()
+        if args.format == "json":
+            print(reports.render_json(report), flush=True)
+        else:
+            reports.print_text(report, out)
+        s.finish(kill=args.kill)
+        if args.launch and not args.kill:
+            s.wait_target(timeout=None)  # type: ignore[arg-type]
+    return 1 if failed else 0
+
+
+@contextlib.contextmanager
+def _status(console: Console, msg: str) -> Any:
+    if not console.is_terminal:
+        yield None
+        return
+    with console.status(msg) as st:
+        yield st
