@@ -37,6 +37,7 @@ from stridelens.server.analysis.values import (
 )
 
 MAX_PROVENANCE = 4
+MAX_CALL_DEPTH = 4
 MAX_LITERAL_ELEMENTS = 4096
 
 
@@ -102,6 +103,10 @@ class Interpreter:
         self._steps = 0
         self._pending_functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope, ClassInfo | None]] = []
         self._torch_ready = False
+        # Functions being interpreted for a concrete call (arguments with known sizes).
+        self._call_stack: list[ast.AST] = []
+        self._concrete: set[ast.AST] = set()
+        self._returns: list[list[Value]] = []
 
     # ------------------------------------------------------------------ driver
     def run(self) -> None:
@@ -135,6 +140,10 @@ class Interpreter:
 
     def record(self, node: ast.AST, value: Value) -> Value:
         if isinstance(value, _RECORDED):
+            if self._call_stack:
+                self._concrete.add(node)
+            elif node in self._concrete:
+                return value  # a concrete call already recorded sharper facts here
             self.facts[node] = value
         return value
 
@@ -293,8 +302,9 @@ class Interpreter:
                 scope.env[target.id] = UNKNOWN
 
     def stmt_Return(self, stmt: ast.Return, scope: Scope) -> None:
-        if stmt.value is not None:
-            self.eval(stmt.value, scope)
+        value = self.eval(stmt.value, scope) if stmt.value is not None else Const(None)
+        if self._returns:
+            self._returns[-1].append(value)
 
     def stmt_FunctionDef(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> None:
         for deco in stmt.decorator_list:
@@ -374,7 +384,71 @@ class Interpreter:
             scope.env[args.vararg.arg] = UNKNOWN
         if args.kwarg:
             scope.env[args.kwarg.arg] = UNKNOWN
+        self._claim_parameters(scope)
         self.exec_block(fn.body, scope)
+
+    def _claim_parameters(self, scope: Scope) -> None:
+        for name, value in scope.env.items():
+            if isinstance(value, TensorFact) and value.storage_key is not None:
+                self.storage_owner.setdefault(value.storage_key, name)
+
+    def call_concrete(
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        instance: InstanceValue | None,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        scope: Scope,
+    ) -> Value | None:
+        """Interpret `fn` for this call when an argument has known sizes, so shapes flow
+        through user functions and `forward` methods. None when not worth it."""
+        if isinstance(fn, ast.AsyncFunctionDef) or fn in self._call_stack or len(self._call_stack) >= MAX_CALL_DEPTH:
+            return None
+        has_params = bool(fn.args.args or fn.args.posonlyargs or fn.args.kwonlyargs or fn.args.vararg)
+        known = any(isinstance(a, TensorFact) and a.meta is not None for a in [*args, *kwargs.values()])
+        if not known and (has_params and instance is None or len(fn.args.args) > 1):
+            return None
+        if not known and instance is not None and fn.name != "forward":
+            return None
+        root = scope
+        while root.parent is not None:
+            root = root.parent
+        inner = Scope(root, scope.grad_enabled and self._grad_mode_of_decorators(fn, root))
+        spec = fn.args
+        params = [*spec.posonlyargs, *spec.args]
+        if instance is not None and params:
+            inner.env[params[0].arg] = instance
+            params = params[1:]
+        for param in [*params, *spec.kwonlyargs]:
+            inner.env[param.arg] = self._param_value(param)
+        defaults = spec.defaults
+        for param, default in zip(params[len(params) - len(defaults) :], defaults, strict=True):
+            inner.env[param.arg] = self.eval(default, root)
+        for param, default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
+            if default is not None:
+                inner.env[param.arg] = self.eval(default, root)
+        for param, value in zip(params, args, strict=False):
+            inner.env[param.arg] = value
+        if spec.vararg is not None:
+            inner.env[spec.vararg.arg] = SeqValue(tuple(args[len(params) :]))
+        names = {p.arg for p in [*params, *spec.kwonlyargs]}
+        for name, value in kwargs.items():
+            if name in names:
+                inner.env[name] = value
+        self._claim_parameters(inner)
+        self._call_stack.append(fn)
+        self._returns.append([])
+        try:
+            self.exec_block(fn.body, inner)
+        finally:
+            self._call_stack.pop()
+            returned = self._returns.pop()
+        if not returned:
+            return Const(None)
+        result = returned[0]
+        for other in returned[1:]:
+            result = join_values(result, other)
+        return result
 
     def _param_value(self, arg: ast.arg) -> Value:
         if self._annotation_is_tensor(arg.annotation):
@@ -396,6 +470,12 @@ class Interpreter:
                 items = list(value.items)
             elif isinstance(value, ListOf):
                 items = [value.item] * len(target.elts)
+            elif (
+                isinstance(value, Const)
+                and isinstance(value.value, (tuple, list))
+                and len(value.value) == len(target.elts)
+            ):
+                items = [Const(v) for v in value.value]
             else:
                 items = [UNKNOWN] * len(target.elts)
             for elt, item in zip(target.elts, items, strict=False):
@@ -514,13 +594,26 @@ class Interpreter:
 
     def _comprehension(self, node: Any, scope: Scope, elts: list[ast.expr]) -> Value:
         inner = Scope(scope, scope.grad_enabled)
-        for gen in node.generators:
-            iterable = self.eval(gen.iter, inner)
-            self.bind(gen.target, self._element_of(iterable), inner)
-            for cond in gen.ifs:
-                self.eval(cond, inner)
-        values = [self.eval(e, inner) for e in elts]
-        return ListOf(values[0]) if len(values) == 1 else UNKNOWN
+        first = node.generators[0]
+        iterable = self.eval(first.iter, inner)
+        # A short tuple of known tensors (chunk, unbind...): evaluate per item, then join.
+        items = (
+            list(iterable.items)
+            if isinstance(iterable, SeqValue) and len(iterable.items) <= 16 and len(node.generators) == 1
+            else [self._element_of(iterable)]
+        )
+        result: Value | None = None
+        for item in items:
+            self.bind(first.target, item, inner)
+            for gen in node.generators[1:]:
+                self.bind(gen.target, self._element_of(self.eval(gen.iter, inner)), inner)
+            for gen in node.generators:
+                for cond in gen.ifs:
+                    self.eval(cond, inner)
+            values = [self.eval(e, inner) for e in elts]
+            value = values[0] if len(values) == 1 else UNKNOWN
+            result = value if result is None else join_values(result, value)
+        return ListOf(result) if result is not None and len(elts) == 1 else UNKNOWN
 
     def expr_ListComp(self, node: ast.ListComp, scope: Scope) -> Value:
         return self._comprehension(node, scope, [node.elt])
@@ -683,6 +776,12 @@ class Interpreter:
         except Exception:  # noqa: BLE001
             text = "..."
         result = self.tensor_op(lambda t, i: t[i], [base, index], node, scope, f"[{text}]")
+        if isinstance(result, TensorFact) and result.meta is not None and result.storage_key == base.storage_key:
+            changed = result.contiguous is False and base.contiguous is not False
+            kept = base.provenance if result.contiguous is False and base.contiguous is False else ()
+            result = replace(result, provenance=kept, permuted_by=base.permuted_by).with_note(
+                "non-contiguous view" if changed else "view (shares storage)", f"indexing [{text}]", line
+            )
         if isinstance(result, TensorFact) and result.meta is None and basic:
             # Basic indexing is always a view, whatever the sizes.
             return replace(
@@ -757,6 +856,10 @@ class Interpreter:
                     return self.call_module(callee, args, kwargs, exact, node, scope)
                 if name in ("eval", "train", "to", "cuda", "cpu", "requires_grad_"):
                     return receiver
+                method = receiver.cls.methods.get(name)
+                if method is not None and exact:
+                    result = self.call_concrete(method, receiver, args, kwargs, scope)
+                    return UNKNOWN if result is None else result
                 return UNKNOWN
             return UNKNOWN
         callee = self.eval(func, scope)
@@ -767,7 +870,15 @@ class Interpreter:
             return self.call_module(callee, args, kwargs, exact, node, scope)
         if isinstance(callee, ClassInfo):
             return InstanceValue(callee)
+        if isinstance(callee, FunctionValue) and exact:
+            result = self.call_concrete(callee.node, None, args, kwargs, scope)
+            return UNKNOWN if result is None else result
         if isinstance(callee, InstanceValue) and callee.cls.is_module:
+            forward = callee.cls.methods.get("forward")
+            if forward is not None and exact:
+                result = self.call_concrete(forward, callee, args, kwargs, scope)
+                if result is not None:
+                    return result
             return self.call_user_module(callee, args, scope)
         if isinstance(func, ast.Name) and callee is UNKNOWN and scope.lookup(func.id) is None:
             return self.call_builtin(func.id, args)
@@ -959,8 +1070,7 @@ class Interpreter:
             return self._symbolic_new(tensors, scope, what)
         result = self._from_output(out, tensors[0], node, what)
         if isinstance(result, TensorFact) and result.is_view and tensors:
-            src = tensors[0]
-            result = replace(result, view_of=src.view_of, provenance=src.provenance[-MAX_PROVENANCE:])
+            result = replace(result, view_of=tensors[0].view_of)
         return result
 
     # x.method(...) -------------------------------------------------------------
@@ -1189,7 +1299,8 @@ class Interpreter:
         shares = result.storage_key is not None and result.storage_key == source.storage_key
         # Keep the source's story only where it still explains the result: a view of the
         # same storage, or a layout inherited from it.
-        inherited = source.provenance[-MAX_PROVENANCE:] if shares or result.contiguous is False else ()
+        keeps_layout_story = result.contiguous is False and source.contiguous is False
+        inherited = source.provenance[-MAX_PROVENANCE:] if keeps_layout_story else ()
         provenance = (*inherited, *result.provenance)
         if shares:
             updates["view_of"] = source.view_of
@@ -1214,8 +1325,9 @@ class Interpreter:
                 fact = fact.with_note(f"copy ({format_bytes(result.nbytes)})", f"{text} of a non-contiguous tensor", line)
             elif shares:
                 fact = fact.with_note("view, no copy", text, line)
-        elif shares and name in api.VIEW_METHODS and result.contiguous is False and source.contiguous is not False:
-            fact = fact.with_note("non-contiguous", text, line)
+        elif shares and name in api.VIEW_METHODS:
+            changed = result.contiguous is False and source.contiguous is not False
+            fact = fact.with_note("non-contiguous view" if changed else "view (shares storage)", text, line)
         return fact
 
     # nn modules --------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""Unknown stays unknown; broken code still analyses; analysing never runs the code."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from stridelens.server.analysis import analyze_source
+
+
+def fact_at_name(code: str, name: str, occurrence: int = 0):  # noqa: ANN201
+    analysis = analyze_source(code)
+    nodes = [
+        n
+        for n in ast.walk(analysis.tree)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+    ]
+    nodes.sort(key=lambda n: (n.lineno, n.col_offset))
+    node = nodes[occurrence]
+    explanation = analysis.explain_at(node.lineno, analysis.char_col(node.lineno, node.col_offset))
+    assert explanation is not None
+    return explanation.fact
+
+
+UNKNOWN_SIZES = """
+import torch
+
+def f(x, n):
+    p = x.permute(0, 2, 1)
+    v = p.view(-1)
+    r = torch.randn(n, 3)
+    s = r[1:]
+    return v
+
+def g(x: torch.Tensor):
+    y = x.transpose(1, 2)
+    d = y.detach()
+    return d
+
+data = load_something()
+q = data.view(3, 4)
+"""
+
+
+def test_unknown_sizes_answer_null_not_a_guess() -> None:
+    for name in ("p", "v", "r", "s", "y", "d"):
+        fact = fact_at_name(UNKNOWN_SIZES, name)
+        assert fact is not None, name
+        assert fact.shape is None and fact.strides is None, name
+        assert fact.storage_offset is None and fact.contiguous is None, name
+    assert fact_at_name(UNKNOWN_SIZES, "q") is None  # not even known to be a tensor
+
+
+def test_what_holds_for_any_size_is_kept() -> None:
+    p = fact_at_name(UNKNOWN_SIZES, "p")
+    assert p.is_view is True and p.permuted_by == "permute(0, 2, 1)"
+    assert any("permute(0, 2, 1)" in note for note in p.notes())
+    d = fact_at_name(UNKNOWN_SIZES, "d")
+    assert d.view_of == "x" and d.detached_from == "y" and d.carries_graph is False
+    s = fact_at_name(UNKNOWN_SIZES, "s")
+    assert s.view_of == "r" and s.is_view is True
+
+
+def test_syntax_error_keeps_the_other_statements() -> None:
+    code = "import torch\na = torch.zeros(2, 3)\nb = a.t(\nc = torch.ones(4)\ndef f(:\n    pass\nd = a[0]\n"
+    analysis = analyze_source(code)
+    assert {b.line for b in analysis.broken} >= {3, 5}
+    assert fact_at_name(code, "a").shape == (2, 3)
+    assert fact_at_name(code, "c").shape == (4,)
+    assert fact_at_name(code, "d").shape == (3,)
+
+
+@pytest.mark.timeout(60)  # a hang fails here instead of stalling the suite
+def test_huge_constants_do_not_hang_or_allocate() -> None:
+    code = "import torch\nn = 10**10**10\nx = torch.randn(n)\ny = torch.zeros(2**40, 2**40)\nz = 'a' * 10**12\nw = torch.zeros(2**40)\n"
+    analysis = analyze_source(code)
+    assert fact_at_name(code, "x").shape is None
+    assert fact_at_name(code, "w").shape == (2**40,)  # meta: no memory behind it
+    assert analysis.timed_out is False
+
+
+def test_time_budget_stops_a_huge_file() -> None:
+    code = "import torch\n" + "x = torch.randn(3, 4).t().contiguous()\n" * 5000
+    analysis = analyze_source(code, budget_s=0.01)
+    assert analysis.timed_out is True
+    last = analysis.tree.body[-1]
+    assert isinstance(last, ast.Assign) and analysis.fact_of(last.targets[0]) is None
+
+
+def test_symbolic_mode_never_needs_torch_and_keeps_certain_facts() -> None:
+    code = "import torch\nx = torch.randn(2, 3)\ny = x.t()\nz = y.detach()\n"
+    analysis = analyze_source(code, replay=False)
+    y = fact_at_name(code, "y")  # with replay, for comparison
+    assert y.contiguous is False
+    node = next(n for n in ast.walk(analysis.tree) if isinstance(n, ast.Name) and n.id == "z")
+    z = analysis.fact_of(node)
+    assert z is not None and z.view_of == "x" and z.shape is None
+
+
+def test_non_ascii_columns() -> None:
+    code = "import torch\n# 形状 🧪\nx = torch.zeros(2, 3)  # 张量\ny = '🧪🧪'; z = x.t()\n"
+    analysis = analyze_source(code)
+    line = code.splitlines()[3]
+    col = line.index("z")  # character column, not UTF-8 bytes
+    explanation = analysis.explain_at(4, col)
+    assert explanation is not None and explanation.expr == "z"
+    assert explanation.fact is not None and explanation.fact.strides == (1, 3)
