@@ -406,7 +406,7 @@ class Interpreter:
             return None
         has_params = bool(fn.args.args or fn.args.posonlyargs or fn.args.kwonlyargs or fn.args.vararg)
         known = any(isinstance(a, TensorFact) and a.meta is not None for a in [*args, *kwargs.values()])
-        if not known and (has_params and instance is None or len(fn.args.args) > 1):
+        if not known and ((has_params and instance is None) or len(fn.args.args) > 1):
             return None
         if not known and instance is not None and fn.name != "forward":
             return None

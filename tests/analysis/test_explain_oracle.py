@@ -17,7 +17,7 @@ def real_values(snippet: str) -> dict[Probe, object]:
 
 
 @cache
-def analysis_of(snippet: str):  # noqa: ANN201 - cached per snippet
+def analysis_of(snippet: str):
     return analyse(SNIPPETS[snippet])
 
 

@@ -9,7 +9,7 @@ import pytest
 from stridelens.server.analysis import analyze_source
 
 
-def fact_at_name(code: str, name: str, occurrence: int = 0):  # noqa: ANN201
+def fact_at_name(code: str, name: str, occurrence: int = 0):
     analysis = analyze_source(code)
     nodes = [
         n
