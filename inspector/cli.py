@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+
 from stridelens.inspector import reports
 from stridelens.inspector.probe import PIN_MIN_BYTES
 from stridelens.inspector.session import (

@@ -106,7 +106,7 @@ def _memory_format(t: Any) -> str | None:
         return "channels_last"
     if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
         return "channels_last_3d"
-    return "strided"
+    return "non-contiguous"
 
 
 def _grad_of(t: Any) -> Any:
@@ -128,12 +128,15 @@ def _saved_attrs(node: Any) -> tuple[str, ...]:
     return names
 
 
-def _saved_tensors(node: Any, tensor_type: type) -> list[Any]:
+def _saved_tensors(node: Any, tensor_type: type, problems: list[str] | None = None) -> list[Any]:
     out: list[Any] = []
     for attr in _saved_attrs(node):
         try:
             v = getattr(node, attr)
-        except _TORCH_ERRORS:  # freed by backward, or not a tensor attribute
+        except _TORCH_ERRORS as e:  # freed by backward, or changed in place since saved
+            if problems is not None and "inplace operation" in str(e):
+                problems.append(f"{type(node).__name__}.{attr[7:]} was modified in place after "
+                                "being saved: backward through this graph will fail")
             continue
         if issubclass(type(v), tensor_type):
             out.append(v)
@@ -148,7 +151,8 @@ def _saved_tensors(node: Any, tensor_type: type) -> list[Any]:
 
 
 def _walk_graph(root: Any, seen: dict[int, Any], tensor_type: type, on_saved: Any,
-                owner: dict[int, int] | None = None, me: int = 0, touched: set[int] | None = None) -> int:
+                owner: dict[int, int] | None = None, me: int = 0, touched: set[int] | None = None,
+                problems: list[str] | None = None) -> int:
     """Visit nodes reachable from `root` not yet in `seen`; call on_saved(node, tensor).
 
     `seen` keeps the node wrappers alive during the walk so ids stay unique. With `owner`,
@@ -175,7 +179,7 @@ def _walk_graph(root: Any, seen: dict[int, Any], tensor_type: type, on_saved: An
         new += 1
         if owner is not None:
             owner[nid] = me
-        for t in _saved_tensors(node, tensor_type):
+        for t in _saved_tensors(node, tensor_type, problems):
             on_saved(node, t)
         for nxt, _ in getattr(node, "next_functions", ()):
             if nxt is not None:
@@ -212,9 +216,10 @@ def _graph_saved_bytes(grad_fn: Any, tensor_type: type) -> dict[str, Any]:
         if st is not None:
             storages.setdefault(st[0], st[1])
 
-    nodes = _walk_graph(grad_fn, {}, tensor_type, on_saved)
+    problems: list[str] = []
+    nodes = _walk_graph(grad_fn, {}, tensor_type, on_saved, problems=problems)
     return {"nodes": nodes, "saved_tensors": count[0], "saved_storages": len(storages),
-            "saved_bytes": sum(storages.values())}
+            "saved_bytes": sum(storages.values()), "problems": problems}
 
 
 # ---------------------------------------------------------------- describe
@@ -298,6 +303,11 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
     d["grad_fn_chain"] = _chain(fn) if fn is not None else []
     d["graph"] = _graph_saved_bytes(fn, torch.Tensor) if fn is not None else None
     del fn
+    if d["graph"]:
+        d["notes"].extend(d["graph"]["problems"])
+    if d["contiguous"] is False and layout == "strided":
+        d["notes"].append(f"not contiguous: .contiguous(), .view() fallbacks and conv/linear kernels "
+                          f"copy it first ({_human(d['nbytes'])} each time)")
     d["cuda"] = _cuda_memory(t, d["storage_bytes"])
     d["stats"] = _stats(t) if stats else None
     return d
@@ -337,6 +347,7 @@ def _member(name: str, t: Any, ids: dict[int, str]) -> dict[str, Any]:
         "nbytes": t.numel() * t.element_size(),
         "requires_grad": bool(t.requires_grad),
         "grad_fn": type(t.grad_fn).__name__ if t.grad_fn is not None else None,
+        "version": _safe(lambda: int(t._version)),
     }
     base = t._base
     m["is_view"] = base is not None
@@ -374,6 +385,10 @@ def _group_summary(g: dict[str, Any]) -> str:
         f"{m['name']} is a view of {m['view_of'] or 'an unnamed base'} at offset {m['storage_offset']}"
         for m in g["tensors"] if m["is_view"]
     ]
+    written = max((m["version"] or 0) for m in g["tensors"])
+    if written and len(names) > 1:
+        views.append(f"written in place {written} time{'s' if written > 1 else ''} "
+                     "(every tensor sharing it sees the change)")
     return "; ".join([head, *views])
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from stridelens.inspector import probe
 
 
@@ -32,7 +33,8 @@ def test_describe_view_matches_torch() -> None:
     assert d["strides"] == list(v.stride())
     assert d["storage_offset"] == v.storage_offset()
     assert d["contiguous"] == v.is_contiguous() is False
-    assert d["memory_format"] == "strided"
+    assert d["memory_format"] == "non-contiguous"
+    assert d["notes"] and d["notes"][0].startswith("not contiguous")
     assert d["numel"] == v.numel()
     assert d["nbytes"] == v.numel() * v.element_size()
     assert d["storage_bytes"] == storage_bytes(a)
