@@ -22,16 +22,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stridelens {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from stridelens.server.cli import explain_command
+    from stridelens.server.cli import explain_command, serve_command
 
     explain_command.register(commands)
+    serve_command.register(commands)
     from stridelens.inspector import cli as inspect_cli
 
     inspect_cli.register(commands)
 
     for name, helptext in (
         ("check", "lint files for PyTorch memory pitfalls (not available yet)"),
-        ("serve", "run the language server (not available yet)"),
     ):
         sub = commands.add_parser(name, help=helptext, add_help=False)
         sub.add_argument("rest", nargs=argparse.REMAINDER)

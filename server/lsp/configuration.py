@@ -1,0 +1,139 @@
+"""The server's settings: defaults <- `[tool.stridelens]` <- initializationOptions <-
+`workspace/configuration` (section `stridelens`).
+
+Keys (the same in initializationOptions and in the `stridelens` configuration section):
+
+    select        list of rule codes / prefixes to run            default ["SL"]
+    ignore        list of rule codes / prefixes to skip           default []
+    severity      {"SL103": "warning", ...} overrides             default {}
+    inlayHints    "off" | "shapes" | "strides" (shapes+strides)   default "shapes"
+    replay        bool: exact facts from meta replay (imports torch)  default true
+    debounceMs    int, 0..5000: wait after a change before analysing  default 150
+
+Bad values never crash the server: each is reported (a message for the user) and the
+default kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from stridelens.server.rules import Severity
+
+INLAY_MODES = ("off", "shapes", "strides")
+SEVERITIES = {s.value: s for s in Severity}
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] = ("SL",)
+    ignore: tuple[str, ...] = ()
+    severity: Mapping[str, Severity] = field(default_factory=dict)
+    inlay_hints: str = "shapes"
+    replay: bool = True
+    debounce_ms: int = 150
+
+
+def _codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        problems.append(f"`{key}` must be a list of rule codes (like [\"SL101\", \"SL2\"]), got {value!r}")
+        return None
+    bad = [v for v in value if not v.upper().startswith("SL")]
+    if bad:
+        problems.append(f"`{key}`: not stridelens rule codes: {', '.join(map(repr, bad))}")
+        return None
+    return tuple(v.upper() for v in value)
+
+
+def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, list[str]]:
+    """Apply one layer of user options to `base`; returns the settings and the problems."""
+    problems: list[str] = []
+    if raw is None:
+        return base, problems
+    if not isinstance(raw, Mapping):
+        return base, [f"{source}: expected an object of stridelens settings, got {type(raw).__name__}"]
+    if isinstance(raw.get("stridelens"), Mapping):  # {"stridelens": {...}} as some clients send
+        raw = raw["stridelens"]
+    out = base
+    for key, value in raw.items():
+        if value is None:
+            continue
+        if key == "select":
+            codes = _codes(value, key, problems)
+            if codes is not None:
+                out = replace(out, select=codes or ("SL",))
+        elif key == "ignore":
+            codes = _codes(value, key, problems)
+            if codes is not None:
+                out = replace(out, ignore=codes)
+        elif key == "severity":
+            if not isinstance(value, Mapping):
+                problems.append(f"`severity` must map rule codes to error/warning/information/hint, got {value!r}")
+                continue
+            sev = dict(out.severity)
+            for code, level in value.items():
+                name = str(level).lower()
+                name = {"info": "information", "warn": "warning"}.get(name, name)
+                if not isinstance(code, str) or name not in SEVERITIES:
+                    problems.append(
+                        f"`severity.{code}`: {level!r} is not one of error, warning, information, hint"
+                    )
+                    continue
+                sev[code.upper()] = SEVERITIES[name]
+            out = replace(out, severity=sev)
+        elif key in ("inlayHints", "inlay_hints"):
+            mode = value.get("mode") if isinstance(value, Mapping) else value
+            if mode is False:
+                mode = "off"
+            if mode is True:
+                mode = "shapes"
+            if mode not in INLAY_MODES:
+                problems.append(f"`inlayHints` must be one of off, shapes, strides; got {value!r}")
+                continue
+            out = replace(out, inlay_hints=str(mode))
+        elif key == "replay":
+            if not isinstance(value, bool):
+                problems.append(f"`replay` must be true or false, got {value!r}")
+                continue
+            out = replace(out, replay=value)
+        elif key in ("debounceMs", "debounce_ms"):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5000:
+                problems.append(f"`debounceMs` must be an integer from 0 to 5000, got {value!r}")
+                continue
+            out = replace(out, debounce_ms=value)
+        else:
+            problems.append(f"unknown setting `{key}` (ignored)")
+    return out, [f"{source}: {p}" if not p.startswith(source) else p for p in problems]
+
+
+def project_settings(root: str | None) -> tuple[Settings, list[str]]:
+    """`[tool.stridelens]` of the workspace's pyproject.toml, through the shared loader."""
+    base = Settings()
+    if not root:
+        return base, []
+    try:
+        from stridelens.server import config as project_config
+    except ImportError:
+        return base, []
+    loader = getattr(project_config, "load_project_config", None)
+    if loader is None:
+        return base, []
+    try:
+        cfg = loader(root)
+    except Exception as err:  # noqa: BLE001 - a broken pyproject must not stop the server
+        return base, [f"pyproject.toml: {err}"]
+    if cfg is None:
+        return base, []
+    raw: dict[str, Any] = {}
+    for key in ("select", "ignore"):
+        value = cfg.get(key) if isinstance(cfg, Mapping) else getattr(cfg, key, None)
+        if value:
+            raw[key] = list(value)
+    sev = cfg.get("severity") if isinstance(cfg, Mapping) else getattr(cfg, "severity", None)
+    if sev:
+        raw["severity"] = {k: getattr(v, "value", v) for k, v in dict(sev).items()}
+    return merge_settings(base, raw, "pyproject.toml [tool.stridelens]")

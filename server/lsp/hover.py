@@ -1,0 +1,213 @@
+"""textDocument/hover: the tensor card, the operation card, and `# noqa: SLnnn` rule docs."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from lsprotocol import types
+
+from stridelens.server.analysis import Analysis, Explanation, TensorFact
+from stridelens.server.analysis.storage_picture import render_storage_window
+from stridelens.server.lsp.diagnostics import NOQA
+from stridelens.server.lsp.documents import Encoding
+from stridelens.server.lsp.operation_hover import operation_at, render_operation
+from stridelens.server.rules import ALL_RULES
+
+
+def _yes(value: bool | None) -> str:
+    return "unknown" if value is None else ("yes" if value else "no")
+
+
+def _tuple(value: tuple[int, ...] | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"`{tuple(value)}`"
+
+
+def human_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def fact_lines(fact: TensorFact) -> list[str]:
+    """The card's facts as Markdown bullet lines, only what is known."""
+    rows: list[str] = []
+    head = []
+    if fact.shape is not None:
+        head.append(f"**shape** `{tuple(fact.shape)}`")
+    if fact.dtype is not None:
+        head.append(f"**dtype** `{fact.dtype}`")
+    if fact.device is not None:
+        head.append(f"**device** `{fact.device}`")
+    if head:
+        rows.append(" · ".join(head))
+    layout = []
+    if fact.strides is not None:
+        layout.append(f"**strides** {_tuple(fact.strides)}")
+    if fact.storage_offset is not None:
+        layout.append(f"**storage offset** `{fact.storage_offset}`")
+    if fact.contiguous is not None:
+        layout.append(f"**contiguous** {_yes(fact.contiguous)}")
+    elif fact.permuted_by:
+        layout.append(f"**contiguous** no (dims reordered by `{fact.permuted_by}`)")
+    if layout:
+        rows.append(" · ".join(layout))
+    if fact.view_of:
+        rows.append(f"**memory** view of `{fact.view_of}` — shares its storage")
+    elif fact.is_view is True:
+        rows.append("**memory** a view — shares the storage of another tensor")
+    elif fact.is_view is False:
+        rows.append("**memory** a copy — its own storage")
+    if fact.storage_numel is not None:
+        size = f"**storage** {fact.storage_numel:,} elements"
+        if fact.storage_nbytes is not None:
+            size += f", {human_bytes(fact.storage_nbytes)}"
+        if fact.nbytes is not None and fact.storage_nbytes is not None and fact.nbytes != fact.storage_nbytes:
+            size += f" (this view reads {human_bytes(fact.nbytes)})"
+        rows.append(size)
+    grad = []
+    if fact.requires_grad is not None:
+        grad.append(f"**requires_grad** {_yes(fact.requires_grad)}")
+    if fact.carries_graph:
+        grad.append("carries an autograd graph")
+    if fact.detached_from:
+        grad.append(f"detached from `{fact.detached_from}` (shares its storage)")
+    if grad:
+        rows.append(" · ".join(grad))
+    return rows
+
+
+def render_card(explanation: Explanation, exact: bool) -> str | None:
+    fact = explanation.fact
+    expr = explanation.expr if len(explanation.expr) <= 60 else explanation.expr[:57] + "..."
+    out = [f"**`{expr}`** — tensor"]
+    if fact is None:
+        if explanation.items:
+            out[0] = f"**`{expr}`** — a tuple of {len(explanation.items)} tensors"
+            for i, item in enumerate(explanation.items):
+                shape = _tuple(item.shape) if item is not None else "unknown"
+                out.append(f"- `[{i}]` shape {shape}")
+            return "\n".join(out)
+        if explanation.items is not None:
+            out[0] = f"**`{expr}`** — a list of tensors"
+            return "\n".join(out)
+        return None
+    rows = fact_lines(fact)
+    if not rows and not fact.provenance:
+        return None
+    out += [f"- {row}" for row in rows]
+    if fact.shape is None:
+        out.append("- sizes unknown here; the facts above hold whatever they are")
+    picture = render_storage_window(fact)
+    if picture:
+        out += ["", "```text", *picture, "```"]
+    notes = fact.notes()
+    if notes:
+        out += ["", "**Why**"]
+        out += [f"- {note}" for note in notes]
+    if not exact:
+        out += ["", "_symbolic facts only: exact layout once torch has loaded_"]
+    return "\n".join(out)
+
+
+def rule_card(code: str) -> str | None:
+    rule = ALL_RULES.get(code.upper())
+    if rule is None:
+        return None
+    doc = rule.doc
+    return "\n".join(
+        [
+            f"**{rule.code}** `{rule.name}` ({rule.severity.value}) — {rule.summary}",
+            "",
+            f"**What it does** {doc.what}",
+            "",
+            f"**Why it matters** {doc.why}",
+            "",
+            "**Example**",
+            "```python",
+            doc.example.strip("\n"),
+            "```",
+            "",
+            f"**Fix** {doc.fix}",
+            "",
+            f"[Documentation]({rule.url})",
+        ]
+    )
+
+
+def noqa_hover(line: str, char_col: int) -> tuple[str, int, int] | None:
+    """(markdown, start, end character columns) for a rule code under the cursor in `# noqa`."""
+    match = NOQA.search(line)
+    if match is None or match.group("codes") is None:
+        return None
+    start = match.start("codes")
+    for part in match.group("codes").split(","):
+        code = part.strip()
+        begin = line.index(code, start)
+        end = begin + len(code)
+        start = end
+        if begin <= char_col <= end:
+            card = rule_card(code)
+            return (card, begin, end) if card else None
+    return None
+
+
+def _node_range(analysis: Analysis, node: ast.AST, lines: list[str], enc: Encoding) -> types.Range | None:
+    lineno = getattr(node, "lineno", None)
+    end_lineno = getattr(node, "end_lineno", None)
+    if lineno is None or end_lineno is None:
+        return None
+    start_text = lines[lineno - 1] if lineno <= len(lines) else ""
+    end_text = lines[end_lineno - 1] if end_lineno <= len(lines) else ""
+    c0 = analysis.char_col(lineno, getattr(node, "col_offset", 0))
+    c1 = analysis.char_col(end_lineno, getattr(node, "end_col_offset", 0) or 0)
+    return types.Range(
+        start=types.Position(line=lineno - 1, character=enc.from_char(start_text, c0)),
+        end=types.Position(line=end_lineno - 1, character=enc.from_char(end_text, c1)),
+    )
+
+
+def hover(
+    analysis: Analysis, exact: bool, lines: list[str], enc: Encoding, line0: int, character: int
+) -> types.Hover | None:
+    text = lines[line0] if 0 <= line0 < len(lines) else ""
+    col = enc.to_char(text, character)
+    noqa = noqa_hover(text, col)
+    if noqa is not None:
+        card, begin, end = noqa
+        rng = types.Range(
+            start=types.Position(line=line0, character=enc.from_char(text, begin)),
+            end=types.Position(line=line0, character=enc.from_char(text, end)),
+        )
+        return _markdown(card, rng)
+    if analysis.line_is_broken(line0 + 1) is not None:
+        return None
+    op = operation_at(analysis, line0 + 1, col)
+    if op is not None:
+        card = render_operation(analysis, op, exact)
+        if card:
+            op_text = lines[op.line - 1] if op.line <= len(lines) else ""
+            rng = types.Range(
+                start=types.Position(line=op.line - 1, character=enc.from_char(op_text, op.start)),
+                end=types.Position(line=op.line - 1, character=enc.from_char(op_text, op.end)),
+            )
+            return _markdown(card, rng)
+    explanation = analysis.explain_at(line0 + 1, col)
+    if explanation is None:
+        return None
+    tensor_card = render_card(explanation, exact)
+    if tensor_card is None:
+        return None
+    return _markdown(tensor_card, _node_range(analysis, explanation.node, lines, enc))
+
+
+def _markdown(value: str, rng: Any) -> types.Hover:
+    return types.Hover(
+        contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value),
+        range=rng,
+    )

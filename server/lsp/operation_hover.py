@@ -1,0 +1,274 @@
+"""Hover on an operation: what `view`, `reshape`, `detach`, `no_grad`... do to memory or to
+the autograd graph *for this operand*, from the facts of the operand and the result."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from stridelens.server.analysis import Analysis, ReplayEvent, TensorFact
+from stridelens.server.analysis.positions import char_to_byte
+
+OPERATIONS = frozenset(
+    {
+        "view",
+        "reshape",
+        "contiguous",
+        "permute",
+        "transpose",
+        "T",
+        "mT",
+        "t",
+        "expand",
+        "expand_as",
+        "detach",
+        "clone",
+        "data",
+        "item",
+        "backward",
+        "no_grad",
+        "inference_mode",
+        "retain_graph",
+    }
+)
+
+
+@dataclass
+class Operation:
+    name: str
+    line: int  # 1-based
+    start: int  # character columns of the operation's name
+    end: int
+    node: ast.AST  # the Attribute / keyword / Name
+    operand: ast.expr | None  # what the op is applied to
+    call: ast.Call | None  # the call, when the op is called
+
+
+def _call_of(analysis: Analysis, node: ast.AST) -> ast.Call | None:
+    parent = analysis.parent_of(node)
+    if isinstance(parent, ast.Call) and parent.func is node:
+        return parent
+    return None
+
+
+def operation_at(analysis: Analysis, line: int, char_col: int) -> Operation | None:
+    """The operation whose name is under (1-based line, 0-based character column)."""
+    if not 1 <= line <= len(analysis.lines):
+        return None
+    text = analysis.lines[line - 1]
+    col = char_to_byte(text, char_col)
+    for node in _nodes_on_line(analysis, line):
+        if isinstance(node, ast.Attribute) and node.attr in OPERATIONS and node.end_lineno == line:
+            end = node.end_col_offset or 0
+            begin = end - len(node.attr)
+            if begin <= col <= end:
+                return Operation(
+                    node.attr,
+                    line,
+                    analysis.char_col(line, begin),
+                    analysis.char_col(line, end),
+                    node,
+                    node.value,
+                    _call_of(analysis, node),
+                )
+        elif isinstance(node, ast.Name) and node.id in ("no_grad", "inference_mode"):
+            begin, end = node.col_offset, node.end_col_offset or node.col_offset
+            if node.lineno == line and begin <= col <= end:
+                return Operation(
+                    node.id, line, analysis.char_col(line, begin), analysis.char_col(line, end),
+                    node, None, _call_of(analysis, node),
+                )
+        elif isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "retain_graph" and getattr(kw, "lineno", None) == line:
+                    begin = kw.col_offset
+                    end = begin + len("retain_graph")
+                    if begin <= col <= end:
+                        operand = node.func.value if isinstance(node.func, ast.Attribute) else None
+                        return Operation(
+                            "retain_graph", line, analysis.char_col(line, begin),
+                            analysis.char_col(line, end), kw, operand, node,
+                        )
+    return None
+
+
+def _nodes_on_line(analysis: Analysis, line: int) -> list[ast.AST]:
+    """Nodes whose span covers `line`, found without walking statements elsewhere."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [analysis.tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            start = getattr(child, "lineno", None)
+            if start is None:
+                stack.append(child)
+                continue
+            end = getattr(child, "end_lineno", None) or start
+            if start <= line <= end:
+                out.append(child)
+                stack.append(child)
+    return out
+
+
+def _fact(analysis: Analysis, node: ast.AST | None) -> TensorFact | None:
+    return analysis.fact_of(node) if node is not None else None
+
+
+def _event(analysis: Analysis, call: ast.Call | None, kind: str) -> ReplayEvent | None:
+    if call is None:
+        return None
+    for e in analysis.events:
+        if (
+            e.kind == kind
+            and e.line == call.lineno
+            and call.col_offset <= e.col <= (call.end_col_offset or 0)
+        ):
+            return e
+    return None
+
+
+def _mb(n: int | None) -> str:
+    if n is None:
+        return "its data"
+    if n >= 1e6:
+        return f"{n / 1e6:.1f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:.1f} kB"
+    return f"{n} B"
+
+
+def _name(analysis: Analysis, node: ast.AST | None) -> str:
+    if node is None:
+        return "the operand"
+    seg = ast.get_source_segment(analysis.source, node) or ast.unparse(node)
+    return seg if len(seg) <= 40 else seg[:37] + "..."
+
+
+def _layout(fact: TensorFact | None) -> str:
+    if fact is None or fact.shape is None:
+        return ""
+    s = f"shape `{tuple(fact.shape)}`"
+    if fact.strides is not None:
+        s += f", strides `{tuple(fact.strides)}`"
+    return s
+
+
+def render_operation(analysis: Analysis, op: Operation, exact: bool) -> str | None:
+    name = op.name
+    operand = _fact(analysis, op.operand)
+    result = _fact(analysis, op.call) if op.call is not None else _fact(analysis, op.node)
+    who = _name(analysis, op.operand)
+    lines: list[str] = []
+    title = f"**`{name}`**"
+    if name == "view":
+        bad = _event(analysis, op.call, "view-incompatible")
+        if bad is not None:
+            lines.append(
+                f"`view` here **raises at run time**: `{who}` is laid out so that the requested "
+                f"dims cannot be merged without a copy ({_layout(operand) or 'non-contiguous'}). "
+                "Use `.reshape(...)`, or `.contiguous().view(...)` to make the copy explicit."
+            )
+        elif result is not None and result.shape is not None:
+            lines.append(
+                f"`view` here is fine: dims merge compatibly with `{who}`'s layout — "
+                f"no copy, the result shares `{who}`'s storage ({_layout(result)})."
+            )
+        else:
+            lines.append(
+                "`view` never copies: it reinterprets the same storage with new sizes, and raises "
+                "if the layout cannot be viewed that way."
+            )
+            if operand is not None and operand.contiguous is False:
+                lines.append(f"`{who}` is non-contiguous here, so most views of it will raise.")
+    elif name == "reshape":
+        copy = _event(analysis, op.call, "reshape-copies")
+        if copy is not None:
+            lines.append(
+                f"`reshape` here **copies {_mb(copy.nbytes)}** because its input `{who}` is "
+                f"non-contiguous ({_layout(operand)}); the result has its own storage."
+            )
+        elif result is not None and result.is_view is True:
+            lines.append(f"`reshape` here returns a view: no copy, it shares `{who}`'s storage.")
+        elif result is not None and result.is_view is False:
+            lines.append(f"`reshape` here copies {_mb(result.nbytes)} into a new storage.")
+        else:
+            lines.append(
+                "`reshape` returns a view when the layout allows it and silently copies otherwise."
+            )
+            if operand is not None and operand.contiguous is False:
+                lines.append(f"`{who}` is non-contiguous here, so it is likely to copy.")
+    elif name == "contiguous":
+        if operand is not None and operand.contiguous is True:
+            lines.append(f"`contiguous` is a no-op here: `{who}` is already contiguous (returns it as is).")
+        elif operand is not None and operand.contiguous is False:
+            lines.append(
+                f"`contiguous` here **copies {_mb(operand.nbytes)}** into a new row-major storage "
+                f"(`{who}` has {_layout(operand)})."
+            )
+        else:
+            lines.append("`contiguous` copies into a new row-major storage unless the input already is one.")
+    elif name in ("permute", "transpose", "T", "mT", "t"):
+        lines.append(
+            f"`{name}` never copies: it returns a view of `{who}` with the dims (and strides) reordered; "
+            "the result is usually non-contiguous, so a later `view` may raise and `reshape` may copy."
+        )
+        if operand is not None and result is not None and operand.strides and result.strides:
+            lines.append(f"strides `{tuple(operand.strides)}` → `{tuple(result.strides)}`.")
+    elif name in ("expand", "expand_as"):
+        lines.append(
+            f"`{name}` allocates nothing: size-1 dims of `{who}` get stride 0, so many elements "
+            "alias one memory cell. Writing into the result in place is an error or aliases; "
+            "`.clone()` it first if you need to write."
+        )
+        if result is not None and result.strides is not None:
+            lines.append(f"result strides `{tuple(result.strides)}`.")
+    elif name == "detach":
+        lines.append(
+            f"`detach` shares storage with `{who}` but is cut from the autograd graph "
+            "(requires_grad=False). In-place changes to it change "
+            f"`{who}` too, and can break `{who}`'s backward — mutate a `.clone()`."
+        )
+    elif name == "clone":
+        lines.append(
+            f"`clone` copies {_mb(operand.nbytes if operand else None)} into a new storage; the copy stays "
+            f"in the autograd graph (gradients flow back to `{who}`). Use `.detach().clone()` for a "
+            "graph-free copy."
+        )
+    elif name == "data":
+        lines.append(
+            f"`.data` shares storage with `{who}` and hides changes from autograd: gradients computed "
+            "afterwards can be silently wrong. Use `.detach()` for reads and a `torch.no_grad()` "
+            "block for in-place updates."
+        )
+    elif name == "item":
+        lines.append(
+            f"`item` copies the one element of `{who}` to a Python number (a device sync on CUDA); "
+            "the result keeps no graph — the way to log a loss without keeping its graph alive."
+        )
+    elif name == "backward":
+        lines.append(
+            f"`backward` runs the graph behind `{who}`, accumulates into `.grad` of the leaves, then "
+            "frees the graph's saved tensors (unless `retain_graph=True`): a second backward through "
+            "the same graph raises."
+        )
+    elif name == "retain_graph":
+        lines.append(
+            "`retain_graph=True` keeps every saved tensor of this graph alive after backward, until "
+            "the graph itself is dropped. Needed only to backward twice through the same graph; "
+            "otherwise it holds activation memory for nothing."
+        )
+    elif name == "no_grad":
+        lines.append(
+            "`torch.no_grad()`: ops inside record no graph, so activations are not saved for backward. "
+            "Tensors made inside can still be used later (they just have requires_grad=False)."
+        )
+    elif name == "inference_mode":
+        lines.append(
+            "`torch.inference_mode()`: like `no_grad` and cheaper (no version counters, no view "
+            "tracking); tensors made inside can never enter autograd later."
+        )
+    else:
+        return None
+    if not exact and name in ("view", "reshape", "contiguous"):
+        lines.append("_symbolic facts only: exact answer once torch has loaded_")
+    return "\n\n".join([title, *lines])

@@ -1,0 +1,98 @@
+"""The stridelens language server: registers each feature module's handler."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from stridelens.server.lsp import code_actions, hover, inlay_hints, lifecycle
+from stridelens.server.lsp.session import StridelensServer
+
+
+def build_server() -> StridelensServer:
+    server = StridelensServer()
+
+    @server.feature(types.INITIALIZE)
+    def on_initialize(ls: StridelensServer, params: types.InitializeParams) -> None:
+        ls.setup(params)
+        lifecycle.watch_parent(params.process_id)
+
+    @server.feature(types.INITIALIZED)
+    async def on_initialized(ls: StridelensServer, params: types.InitializedParams) -> None:
+        await ls.pull_configuration()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def on_configuration(ls: StridelensServer, params: types.DidChangeConfigurationParams) -> None:
+        await ls.pull_configuration()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def on_open(ls: StridelensServer, params: types.DidOpenTextDocumentParams) -> None:
+        doc = params.text_document
+        ls.open(doc.uri, doc.text, doc.version)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def on_change(ls: StridelensServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.change(uri, ls.workspace.get_text_document(uri).source, params.text_document.version)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def on_close(ls: StridelensServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.close(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def on_hover(ls: StridelensServer, params: types.HoverParams) -> types.Hover | None:
+        found = ls.snapshot_for(params.text_document.uri)
+        if found is None:
+            return None
+        state, snap = found
+        pos = params.position
+        return hover.hover(snap.analysis, snap.exact, state.lines, ls.encoding, pos.line, pos.character)
+
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=code_actions.KINDS, resolve_provider=False),
+    )
+    def on_code_action(ls: StridelensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        state = ls.docs.get(params.text_document.uri)
+        if state is None:
+            return []
+        return code_actions.code_actions(
+            state.uri, state.lines, ls.encoding, params, state.published_diagnostics
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
+    def on_inlay_hint(ls: StridelensServer, params: types.InlayHintParams) -> list[types.InlayHint]:
+        found = ls.snapshot_for(params.text_document.uri)
+        if found is None:
+            return []
+        state, snap = found
+        return inlay_hints.inlay_hints(snap.analysis, state.lines, ls.encoding, params.range, ls.settings.inlay_hints)
+
+    @server.feature(types.SHUTDOWN)
+    def on_shutdown(ls: StridelensServer, params: None) -> None:
+        for state in ls.docs.values():
+            if state.task is not None:
+                state.task.cancel()
+        ls.worker.stop()
+
+    @server.feature(types.EXIT)
+    def on_exit(ls: StridelensServer, params: None) -> None:
+        lifecycle.hard_exit(0 if ls.protocol._shutdown else 1)
+
+    return server
+
+
+def serve_stdio(log_file: str | None = None) -> int:
+    lifecycle.configure_logging(log_file)
+    server = build_server()
+    server.start_io()
+    # stdin closed without `exit`: the client is gone.
+    lifecycle.hard_exit(0 if server.protocol._shutdown else 1)
+    return 1
+
+
+def serve_tcp(host: str, port: int, log_file: str | None = None) -> int:
+    lifecycle.configure_logging(log_file)
+    server = build_server()
+    server.start_tcp(host, port)
+    lifecycle.hard_exit(0 if server.protocol._shutdown else 1)
+    return 1

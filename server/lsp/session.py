@@ -1,0 +1,235 @@
+"""The server's state: open documents, settings, and the analysis runs behind them.
+
+A change schedules one run per document (debounced; a newer change cancels the older run):
+the symbolic pass first (fast, never waits for torch), published at once, then the exact
+pass with meta replay once torch has loaded. While the exact pass of an edited text is
+running, the published diagnostics are the symbolic findings plus the exact findings of the
+previous text outside the edited lines (moved with them), so an edit is answered in
+milliseconds and the exact answer replaces it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from stridelens import __version__
+from stridelens.server.analysis import analyze_source
+from stridelens.server.lsp import diagnostics
+from stridelens.server.lsp.configuration import Settings, merge_settings, project_settings
+from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
+from stridelens.server.lsp.worker import EXACT_BUDGET_S, SYMBOLIC_BUDGET_S, Worker
+
+log = logging.getLogger("stridelens.lsp")
+
+CONFIG_SECTION = "stridelens"
+ANALYZED = "stridelens/analyzed"
+# Tests only: pretend torch takes this long to import (the "answers before torch" path).
+TORCH_DELAY_ENV = "STRIDELENS_LSP_TORCH_DELAY_S"
+
+
+class StridelensServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(
+            "stridelens",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
+        self.docs: dict[str, DocState] = {}
+        self.worker = Worker()
+        self.settings = Settings()
+        self.base_settings = Settings()  # pyproject + initializationOptions
+        self.encoding = Encoding()
+        self.root: str | None = None
+        self.root_uri: str | None = None
+        self.exact_ready = False
+        self.started = time.monotonic()
+
+    # ---- settings -------------------------------------------------------------------
+
+    def report(self, problems: list[str]) -> None:
+        if problems:
+            self.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Warning,
+                    message="stridelens settings: " + "; ".join(problems) + " (defaults used instead)",
+                )
+            )
+
+    def setup(self, params: types.InitializeParams) -> None:
+        self.encoding = Encoding(self.workspace.position_encoding)
+        self.root_uri = params.root_uri or (
+            params.workspace_folders[0].uri if params.workspace_folders else None
+        )
+        self.root = uri_to_path(self.root_uri) if self.root_uri else params.root_path
+        base, problems = project_settings(self.root)
+        base, more = merge_settings(base, params.initialization_options, "initializationOptions")
+        self.base_settings = self.settings = base
+        self.report(problems + more)
+        if self.settings.replay:
+            self.worker.load_torch_in_background(self._torch_loaded)
+
+    def _torch_loaded(self) -> None:  # in the torch thread
+        delay = float(os.environ.get(TORCH_DELAY_ENV, "0") or 0)
+        if delay > 0:
+            time.sleep(delay)
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_torch_ready)
+
+    def _on_torch_ready(self) -> None:
+        if self.worker.torch_error:
+            self.window_log_message(
+                types.LogMessageParams(
+                    type=types.MessageType.Warning,
+                    message=f"stridelens: torch could not be imported ({self.worker.torch_error}); "
+                    "symbolic facts only",
+                )
+            )
+            return
+        self.exact_ready = True
+        for state in self.docs.values():
+            self.schedule(state, 0.0)
+
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        return getattr(self, "_event_loop", None)
+
+    def supports(self, path: str) -> bool:
+        caps: Any = self.client_capabilities
+        for part in path.split("."):
+            caps = getattr(caps, part, None)
+            if caps is None:
+                return False
+        return bool(caps)
+
+    async def pull_configuration(self) -> None:
+        if not self.supports("workspace.configuration"):
+            return
+        try:
+            result = await asyncio.wait_for(
+                self.workspace_configuration_async(
+                    types.ConfigurationParams(
+                        items=[types.ConfigurationItem(section=CONFIG_SECTION, scope_uri=self.root_uri)]
+                    )
+                ),
+                timeout=5.0,
+            )
+        except (TimeoutError, asyncio.TimeoutError, Exception) as err:  # noqa: BLE001
+            log.info("workspace/configuration failed: %s", err)
+            return
+        raw = result[0] if result else None
+        settings, problems = merge_settings(self.base_settings, raw, "workspace configuration")
+        self.report(problems)
+        if settings != self.settings:
+            self.settings = settings
+            for state in self.docs.values():
+                self.schedule(state, 0.0)
+            self.refresh_inlay_hints()
+
+    def refresh_inlay_hints(self) -> None:
+        if self.supports("workspace.inlay_hint.refresh_support"):
+            self.workspace_inlay_hint_refresh(None)
+
+    # ---- documents and runs ---------------------------------------------------------
+
+    def open(self, uri: str, text: str, version: int | None) -> None:
+        state = DocState(uri=uri, path=uri_to_path(uri), version=version, text=text)
+        self.docs[uri] = state
+        self.schedule(state, 0.0)
+
+    def change(self, uri: str, text: str, version: int | None) -> None:
+        state = self.docs.get(uri)
+        if state is None:
+            self.open(uri, text, version)
+            return
+        state.set_text(text, version)
+        self.schedule(state, self.settings.debounce_ms / 1000)
+
+    def close(self, uri: str) -> None:
+        state = self.docs.pop(uri, None)
+        if state is not None and state.task is not None:
+            state.task.cancel()
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def schedule(self, state: DocState, delay: float) -> None:
+        if state.task is not None and not state.task.done():
+            state.task.cancel()
+        self._event_loop = asyncio.get_running_loop()
+        state.task = asyncio.ensure_future(self._run(state, delay))
+
+    def _snapshot(self, text: str, version: int | None, path: str, exact: bool, settings: Settings) -> Snapshot:
+        lines = split_lines(text)
+        analysis = analyze_source(text, path, replay=exact, budget_s=EXACT_BUDGET_S if exact else SYMBOLIC_BUDGET_S)
+        try:
+            findings = diagnostics.check(analysis, settings, lines)
+        except Exception as err:
+            log.exception("rules failed: %s", err)
+            findings = []
+        return Snapshot(version, text, analysis, findings, exact)
+
+    async def _run(self, state: DocState, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
+        text, version, settings = state.text, state.version, self.settings
+        previous = state.exact
+        symbolic = await self.worker.run_fast(
+            lambda: self._snapshot(text, version, state.path, False, settings)
+        )
+        if state.text != text:
+            return
+        state.symbolic = symbolic
+        if not (self.exact_ready and settings.replay):
+            self.publish(state, symbolic.findings)
+            self.announce(state, symbolic)
+            return
+        if previous is not None and previous.text != text:
+            carried = diagnostics.carry_over(previous.findings, split_lines(previous.text), state.lines)
+            self.publish(state, diagnostics.merge(carried, symbolic.findings))
+        elif previous is None:
+            self.publish(state, symbolic.findings)
+        exact = await self.worker.run_exact(lambda: self._snapshot(text, version, state.path, True, settings))
+        if state.text != text:
+            return
+        first_exact = state.exact is None
+        state.exact = exact
+        self.publish(state, exact.findings)
+        self.announce(state, exact)
+        if first_exact:
+            self.refresh_inlay_hints()
+
+    def publish(self, state: DocState, findings: list[Any]) -> None:
+        state.published = findings
+        state.published_diagnostics = diagnostics.to_diagnostics(
+            findings, state.lines, self.encoding, self.settings, state.version
+        )
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(
+                uri=state.uri, version=state.version, diagnostics=state.published_diagnostics
+            )
+        )
+
+    def announce(self, state: DocState, snap: Snapshot) -> None:
+        """`stridelens/analyzed`: a run finished (clients may show it; tests wait on it)."""
+        self.protocol.notify(
+            ANALYZED,
+            {"uri": state.uri, "version": state.version, "exact": snap.exact, "findings": len(snap.findings)},
+        )
+
+    def snapshot_for(self, uri: str) -> tuple[DocState, Snapshot] | None:
+        """The analysis of the document's current text; a quick symbolic one if none yet."""
+        state = self.docs.get(uri)
+        if state is None:
+            return None
+        snap = state.current()
+        if snap is None:
+            analysis = analyze_source(state.text, state.path, replay=False, budget_s=SYMBOLIC_BUDGET_S)
+            snap = Snapshot(state.version, state.text, analysis, [], False)
+            state.adhoc = snap
+        return state, snap

@@ -1,0 +1,164 @@
+"""Helpers shared by the LSP tests: pytest-lsp drives `stridelens serve` over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SERVER = [sys.executable, "-m", "stridelens", "serve"]
+ANALYZED = "stridelens/analyzed"
+
+
+def capabilities() -> types.ClientCapabilities:
+    """VS Code's capabilities, with inlay hints / code actions / configuration declared."""
+    caps = client_capabilities("visual-studio-code")
+    td = caps.text_document or types.TextDocumentClientCapabilities()
+    td.inlay_hint = types.InlayHintClientCapabilities(dynamic_registration=False)
+    td.code_action = types.CodeActionClientCapabilities(
+        code_action_literal_support=types.ClientCodeActionLiteralOptions(
+            code_action_kind=types.ClientCodeActionKindOptions(
+                value_set=["quickfix", "source", "source.fixAll", "source.fixAll.stridelens"]
+            )
+        ),
+        data_support=True,
+        is_preferred_support=True,
+    )
+    td.hover = types.HoverClientCapabilities(content_format=[types.MarkupKind.Markdown])
+    td.publish_diagnostics = types.PublishDiagnosticsClientCapabilities(
+        code_description_support=True, data_support=True, version_support=True
+    )
+    caps.text_document = td
+    ws = caps.workspace or types.WorkspaceClientCapabilities()
+    ws.configuration = True
+    ws.apply_edit = True
+    ws.inlay_hint = types.InlayHintWorkspaceClientCapabilities(refresh_support=True)
+    caps.workspace = ws
+    caps.general = types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16])
+    return caps
+
+
+class Session:
+    """One running server and the notifications it sent."""
+
+    def __init__(self, client: LanguageClient) -> None:
+        self.client = client
+        self.analyzed: list[dict[str, Any]] = []
+        self.refreshes = 0
+        self._event = asyncio.Event()
+
+    def on_analyzed(self, params: Any) -> None:
+        self.analyzed.append(_plain(params))
+        self._event.set()
+
+    async def wait_analyzed(
+        self, uri: str, *, exact: bool | None = None, version: int | None = None, timeout: float = 60.0
+    ) -> dict[str, Any]:
+        async def wait() -> dict[str, Any]:
+            while True:
+                for item in self.analyzed:
+                    if item["uri"] != uri:
+                        continue
+                    if exact is not None and item["exact"] != exact:
+                        continue
+                    if version is not None and item["version"] != version:
+                        continue
+                    return item
+                self._event.clear()
+                await self._event.wait()
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    def open(self, uri: str, text: str, version: int = 1) -> None:
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(uri=uri, language_id="python", version=version, text=text)
+            )
+        )
+
+    def change_full(self, uri: str, text: str, version: int) -> None:
+        self.client.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+
+    async def hover(self, uri: str, line: int, character: int) -> types.Hover | None:
+        return await asyncio.wait_for(
+            self.client.text_document_hover_async(
+                types.HoverParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    position=types.Position(line=line, character=character),
+                )
+            ),
+            30,
+        )
+
+    def diagnostics(self, uri: str) -> list[types.Diagnostic]:
+        return list(self.client.diagnostics.get(uri, []))
+
+
+def _plain(params: Any) -> dict[str, Any]:
+    if isinstance(params, dict):
+        return params
+    return {k: getattr(params, k) for k in ("uri", "version", "exact", "findings")}
+
+
+async def start_session(
+    init_options: dict[str, Any] | None = None,
+    configuration: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    root: Path | None = None,
+    patch: Callable[[LanguageClient], None] | None = None,
+) -> tuple[LanguageClient, Session]:
+    server_env = dict(os.environ)
+    server_env.update(env or {})
+    config = ClientServerConfig(server_command=SERVER, server_env=server_env)
+    client = await config.start()
+    session = Session(client)
+    @client.feature(ANALYZED)
+    def _analyzed(params: Any) -> None:
+        session.on_analyzed(params)
+
+    @client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)
+    def _refresh(params: Any) -> None:
+        session.refreshes += 1
+
+    if configuration is not None:
+        client.set_configuration(configuration, section="stridelens")
+    if patch is not None:
+        patch(client)
+    root = root or ROOT
+    await asyncio.wait_for(
+        client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(),
+                root_uri=root.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
+                initialization_options=init_options,
+            )
+        ),
+        30,
+    )
+    return client, session
+
+
+async def stop_session(client: LanguageClient) -> None:
+    try:
+        await asyncio.wait_for(client.shutdown_session(), 10)
+    except (TimeoutError, asyncio.TimeoutError, RuntimeError):
+        pass
+    finally:
+        server = client._server
+        if server is not None and server.returncode is None:
+            server.kill()
+        await client.stop()

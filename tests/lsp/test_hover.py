@@ -1,0 +1,78 @@
+"""Hover cards over LSP, checked against what real torch says."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from .helpers import Session
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
+
+SOURCE = """import torch
+
+x = torch.randn(2, 3, 4)
+xt = x.transpose(0, 1)
+copied = xt.reshape(-1)
+fails = xt.view(-1)
+ok = x.permute(2, 0, 1).view(4, 6)
+w = torch.randn(4, 4, requires_grad=True)
+frozen = w.detach()
+y = x[:, 1:, ::2]
+"""
+URI = "file:///tmp/stridelens-hover/model.py"
+
+
+def text(hover) -> str:
+    assert hover is not None
+    return hover.contents.value
+
+
+async def test_tensor_card_matches_torch(lsp: Session) -> None:
+    lsp.open(URI, SOURCE)
+    await lsp.wait_analyzed(URI, exact=True)
+    x = torch.randn(2, 3, 4)
+    xt = x.transpose(0, 1)
+    card = text(await lsp.hover(URI, 3, 1))  # `xt`
+    assert f"`{tuple(xt.shape)}`" in card
+    assert f"**strides** `{xt.stride()}`" in card
+    assert "**contiguous** no" in card
+    assert "view of `x`" in card
+    assert "transpose(0, 1) at line 4" in card
+    assert "```text" in card and "storage" in card and "█" in card  # the storage window picture
+
+    y = x[:, 1:, ::2]
+    card = text(await lsp.hover(URI, 9, 0))
+    assert f"`{tuple(y.shape)}`" in card
+    assert f"`{y.stride()}`" in card
+    assert f"**storage offset** `{y.storage_offset()}`" in card
+
+
+async def test_operation_hover(lsp: Session) -> None:
+    lsp.open(URI, SOURCE)
+    await lsp.wait_analyzed(URI, exact=True)
+    reshape = text(await lsp.hover(URI, 4, SOURCE.splitlines()[4].index("reshape") + 2))
+    assert "copies 96 B" in reshape and "non-contiguous" in reshape
+    view_bad = text(await lsp.hover(URI, 5, SOURCE.splitlines()[5].index("view") + 1))
+    assert "raises at run time" in view_bad
+    line6 = SOURCE.splitlines()[6]
+    view_ok = text(await lsp.hover(URI, 6, line6.index("view") + 1))
+    assert "is fine" in view_ok
+    detach = text(await lsp.hover(URI, 8, SOURCE.splitlines()[8].index("detach") + 1))
+    assert "shares storage with `w`" in detach and ".clone()" in detach
+
+
+async def test_hover_nothing_known_is_quiet(lsp: Session) -> None:
+    lsp.open(URI, "import os\nname = os.getcwd()\n")
+    await lsp.wait_analyzed(URI)
+    assert await lsp.hover(URI, 1, 1) is None
+    assert await lsp.hover(URI, 40, 0) is None  # past the end
+
+
+async def test_hover_unknown_sizes_shows_what_is_known(lsp: Session) -> None:
+    src = "import torch\n\ndef f(a: torch.Tensor):\n    b = a.permute(0, 2, 1)\n    return b\n"
+    lsp.open(URI, src)
+    await lsp.wait_analyzed(URI, exact=True)
+    card = text(await lsp.hover(URI, 4, 11))
+    assert "permute(0, 2, 1)" in card
+    assert "sizes unknown" in card
