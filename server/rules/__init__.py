@@ -6,10 +6,12 @@ the language server.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
+from stridelens.server.rules.suppression import filter_suppressed
 
 ALL_RULES: dict[str, Rule] = {}
 
@@ -31,12 +33,30 @@ def selected_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | 
 
 
 def run_rules(
-    analysis: Analysis, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None
+    analysis: Analysis,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    severity: Mapping[str, Severity] | None = None,
 ) -> list[Finding]:
+    """Findings of the selected rules, `# noqa` applied, sorted by position.
+
+    `severity` overrides a rule's default severity by code (from `[tool.stridelens.severity]`).
+    """
     findings: list[Finding] = []
     for rule in selected_rules(select, ignore):
-        findings.extend(rule.check(analysis))
-    findings.sort(key=lambda f: (f.line, f.col, f.code))
+        try:
+            found = rule.check(analysis)
+        except RecursionError:  # a pathologically deep expression: skip the rule, not the file
+            continue
+        level = severity.get(rule.code) if severity else None
+        for finding in found:
+            if finding.fix is not None and finding.fix.safe != rule.safe_fix:
+                finding = replace(finding, fix=replace(finding.fix, safe=rule.safe_fix))
+            if level is not None and finding.severity != level:
+                finding = replace(finding, severity=level)
+            findings.append(finding)
+    findings = filter_suppressed(findings, analysis.lines)
+    findings.sort(key=lambda f: (f.line, f.col, f.code, f.end_line, f.end_col))
     return findings
 
 
@@ -52,3 +72,7 @@ __all__ = [
     "run_rules",
     "selected_rules",
 ]
+
+
+# The catalogue: importing these modules registers their rules (they import `register`).
+from stridelens.server.rules import api, autograd, layout, training  # noqa: E402, F401

@@ -36,10 +36,14 @@ class TextEdit:
 class Fix:
     title: str  # "Replace `.view(` with `.reshape(`"
     edits: tuple[TextEdit, ...]
+    # Safe fixes keep the program's meaning (`stridelens check --fix` applies only these);
+    # the others change behaviour on purpose and are offered, not applied, by default.
+    safe: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
             "title": self.title,
+            "safe": self.safe,
             "edits": [
                 {
                     "line": e.line,
@@ -100,6 +104,8 @@ class Rule:
     summary: str  # one line, for tables
     doc: RuleDoc
     check: Checker = field(compare=False, repr=False)
+    # Whether this rule's quick fix keeps the program's meaning (see `Fix.safe`).
+    safe_fix: bool = False
 
     @property
     def url(self) -> str:

@@ -1,0 +1,342 @@
+"""Shared plumbing for rules: positions, a one-walk index of the tree, small AST queries.
+
+Rules consume the engine's facts (`analysis.values`, `analysis.events`); this module only
+answers syntax/flow questions (where is the `.view` name, which loop holds this call, is
+this name stored between two statements) and converts `ast` byte columns to the 1-based
+character columns of `Finding`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from stridelens.server.analysis import Analysis, TensorFact
+from stridelens.server.analysis.values import InstanceValue, ModuleValue, TorchRef
+from stridelens.server.rules.base import Finding, Fix, Rule, TextEdit
+
+Range = tuple[int, int, int, int]  # line, col, end_line, end_col (1-based chars, end exclusive)
+
+SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+LOOP_NODES = (ast.For, ast.AsyncFor, ast.While)
+
+
+@dataclass
+class Index:
+    """Everything rules iterate over, gathered in one walk of the tree."""
+
+    calls: list[ast.Call] = field(default_factory=list)
+    attributes: list[ast.Attribute] = field(default_factory=list)
+    loops: list[ast.For | ast.AsyncFor | ast.While] = field(default_factory=list)
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
+    parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
+    # Calls by method/function name (`backward`, `step`, `view`...).
+    by_name: dict[str, list[ast.Call]] = field(default_factory=dict)
+    imports_torch: bool = False
+
+
+def index_of(analysis: Analysis) -> Index:
+    cached = getattr(analysis, "_rules_index", None)
+    if isinstance(cached, Index):
+        return cached
+    index = Index()
+    parents = index.parents
+    stack: list[ast.AST] = [analysis.tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+            stack.append(child)
+        if isinstance(node, ast.Call):
+            index.calls.append(node)
+            name = call_name(node)
+            if name:
+                index.by_name.setdefault(name, []).append(node)
+        elif isinstance(node, ast.Attribute):
+            index.attributes.append(node)
+        elif isinstance(node, LOOP_NODES):
+            index.loops.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            index.functions.append(node)
+        elif isinstance(node, ast.Import):
+            if any(a.name == "torch" or a.name.startswith("torch.") for a in node.names):
+                index.imports_torch = True
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            if node.module and (node.module == "torch" or node.module.startswith("torch.")):
+                index.imports_torch = True
+    # Source order for stable output and order-sensitive rules.
+    key = _pos_key
+    index.calls.sort(key=key)
+    index.attributes.sort(key=key)
+    index.loops.sort(key=key)
+    index.functions.sort(key=key)
+    for calls in index.by_name.values():
+        calls.sort(key=key)
+    analysis._rules_index = index  # type: ignore[attr-defined]
+    return index
+
+
+def _pos_key(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+# ----------------------------------------------------------------------------- positions
+def node_range(analysis: Analysis, node: ast.AST) -> Range:
+    line = getattr(node, "lineno", 1)
+    end_line = getattr(node, "end_lineno", None) or line
+    col = analysis.char_col(line, getattr(node, "col_offset", 0))
+    end_col = analysis.char_col(end_line, getattr(node, "end_col_offset", None) or 0)
+    return line, col + 1, end_line, end_col + 1
+
+
+def attr_name_range(analysis: Analysis, node: ast.Attribute) -> Range:
+    """The range of the attribute name itself (`view` in `x.t().view(-1)`)."""
+    end_line = node.end_lineno or node.lineno
+    end_byte = node.end_col_offset or 0
+    start_byte = end_byte - len(node.attr.encode("utf-8"))
+    return (
+        end_line,
+        analysis.char_col(end_line, start_byte) + 1,
+        end_line,
+        analysis.char_col(end_line, end_byte) + 1,
+    )
+
+
+def dot_attr_range(analysis: Analysis, node: ast.Attribute) -> Range:
+    """From the `.` before the attribute name to its end (`.view`), when on one line."""
+    line, col, end_line, end_col = attr_name_range(analysis, node)
+    text = analysis.lines[line - 1] if 0 < line <= len(analysis.lines) else ""
+    i = col - 2  # 0-based index just before the name
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    if i >= 0 and text[i] == ".":
+        return line, i + 1, end_line, end_col
+    return line, col, end_line, end_col
+
+
+def call_from_attr_range(analysis: Analysis, call: ast.Call) -> Range:
+    """`.view(-1)` of `x.t().view(-1)`: from the method's dot to the end of the call."""
+    assert isinstance(call.func, ast.Attribute)
+    line, col, _, _ = dot_attr_range(analysis, call.func)
+    _, _, end_line, end_col = node_range(analysis, call)
+    return line, col, end_line, end_col
+
+
+def make_finding(
+    analysis: Analysis, rule: Rule, where: Range, message: str, fix: Fix | None = None
+) -> Finding:
+    line, col, end_line, end_col = where
+    return Finding(analysis.path, line, col, end_line, end_col, rule.code, message, rule.severity, fix)
+
+
+def insert_at(line: int, col: int, text: str) -> TextEdit:
+    return TextEdit(line, col, line, col, text)
+
+
+def replace_range(where: Range, text: str) -> TextEdit:
+    return TextEdit(where[0], where[1], where[2], where[3], text)
+
+
+def segment(analysis: Analysis, node: ast.AST) -> str:
+    text = ast.get_source_segment(analysis.source, node)
+    if text is None:
+        try:
+            return ast.unparse(node)
+        except Exception:  # noqa: BLE001
+            return "?"
+    return text
+
+
+def short(text: str, limit: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def append_edit(analysis: Analysis, expr: ast.expr, suffix: str) -> list[TextEdit]:
+    """Edits turning `expr` into `expr<suffix>` (wrapping it in parentheses when needed)."""
+    line, col, end_line, end_col = node_range(analysis, expr)
+    if isinstance(expr, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+        return [insert_at(end_line, end_col, suffix)]
+    return [insert_at(line, col, "("), insert_at(end_line, end_col, ")" + suffix)]
+
+
+# --------------------------------------------------------------------------- AST queries
+def call_name(call: ast.Call) -> str:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return ""
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`self.optimizer` -> "self.optimizer"; None for anything but names and attributes."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def torch_path(analysis: Analysis, func: ast.expr) -> str | None:
+    value = analysis.values.get(func)
+    return value.path if isinstance(value, TorchRef) else None
+
+
+def keyword_true(call: ast.Call, name: str) -> ast.keyword | None:
+    for kw in call.keywords:
+        if kw.arg == name and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            return kw
+    return None
+
+
+def enclosing(index: Index, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST | None:
+    parent = index.parents.get(node)
+    while parent is not None and not isinstance(parent, kinds):
+        parent = index.parents.get(parent)
+    return parent
+
+
+def enclosing_stmt(index: Index, node: ast.AST) -> ast.stmt | None:
+    current: ast.AST | None = node
+    while current is not None and not isinstance(current, ast.stmt):
+        current = index.parents.get(current)
+    return current
+
+
+def enclosing_scope(index: Index, node: ast.AST) -> ast.AST | None:
+    """The function (or None for module level) whose body holds `node`."""
+    return enclosing(index, node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+
+
+def walk_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """Nodes under `node` in source order, not descending into nested defs/classes/lambdas."""
+    for child in ast.iter_child_nodes(node):
+        yield child
+        if not isinstance(child, SCOPE_NODES):
+            yield from walk_scope(child)
+
+
+def walk_body(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    for stmt in body:
+        yield stmt
+        if not isinstance(stmt, SCOPE_NODES):
+            yield from walk_scope(stmt)
+
+
+def stores_name(node: ast.AST, name: str) -> bool:
+    """Whether `node` (re)binds `name` anywhere outside nested scopes."""
+    for sub in [node, *walk_scope(node)]:
+        if isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, (ast.Store, ast.Del)):
+            return True
+    return False
+
+
+def is_backward_call(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
+
+
+_OPTIM_NAME = re.compile(r"(optim|^opt$|^opt_|_opt$|^opt\d|scaler)", re.IGNORECASE)
+
+
+def is_optimizer_step(node: ast.AST) -> bool:
+    """`optimizer.step()`, `self.opt.step()`, `scaler.step(optimizer)` (not schedulers)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step"):
+        return False
+    name = dotted(node.func.value)
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1]
+    if "sched" in last.lower():
+        return False
+    return bool(_OPTIM_NAME.search(last))
+
+
+def step_optimizer_text(analysis: Analysis, step: ast.Call) -> str | None:
+    """The optimizer expression of a step call (`scaler.step(opt)` -> `opt`)."""
+    assert isinstance(step.func, ast.Attribute)
+    receiver = dotted(step.func.value)
+    if receiver is None:
+        return None
+    if "scaler" in receiver.rsplit(".", 1)[-1].lower():
+        if step.args and dotted(step.args[0]) is not None:
+            return dotted(step.args[0])
+        return None
+    return receiver
+
+
+# ------------------------------------------------------------------------ tensor-ness
+PARAM_ATTRS = frozenset({"weight", "bias", "grad"})
+
+
+def param_loop_names(analysis: Analysis) -> set[str]:
+    """Names bound by `for p in m.parameters()` / `for n, p in m.named_parameters()`."""
+    index = index_of(analysis)
+    cached = getattr(index, "_param_names", None)
+    if isinstance(cached, set):
+        return cached
+    names: set[str] = set()
+    for loop in index.loops:
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.iter, ast.Call):
+            continue
+        method = call_name(loop.iter)
+        if method == "parameters" and isinstance(loop.target, ast.Name):
+            names.add(loop.target.id)
+        elif method == "named_parameters" and isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == 2:
+            second = loop.target.elts[1]
+            if isinstance(second, ast.Name):
+                names.add(second.id)
+    index._param_names = names  # type: ignore[attr-defined]
+    return names
+
+
+def is_tensor_expr(analysis: Analysis, node: ast.expr) -> bool:
+    """Certainly a tensor: the engine says so, or it is a parameter-like attribute."""
+    value = analysis.values.get(node)
+    if isinstance(value, TensorFact):
+        return True
+    if isinstance(value, (InstanceValue, ModuleValue, TorchRef)):
+        return False
+    if isinstance(node, ast.Attribute) and node.attr in PARAM_ATTRS:
+        return True
+    return isinstance(node, ast.Name) and node.id in param_loop_names(analysis)
+
+
+def torch_alias(analysis: Analysis) -> str | None:
+    """The name `torch` itself is bound to at module level (`import torch` -> "torch")."""
+    for stmt in analysis.tree.body:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.name == "torch":
+                    return alias.asname or "torch"
+    return None
+
+
+def line_indent(analysis: Analysis, line: int) -> str:
+    text = analysis.lines[line - 1] if 0 < line <= len(analysis.lines) else ""
+    return text[: len(text) - len(text.lstrip())]
+
+
+def wrap_statement_edit(analysis: Analysis, stmt: ast.stmt, header: str) -> TextEdit | None:
+    """Edit wrapping a simple statement alone on its lines in `header:` (a `with` block)."""
+    end_line = stmt.end_lineno or stmt.lineno
+    first = analysis.lines[stmt.lineno - 1]
+    indent = line_indent(analysis, stmt.lineno)
+    if first[len(indent) :].startswith(("@",)) or len(first) - len(first.lstrip()) != analysis.char_col(
+        stmt.lineno, stmt.col_offset
+    ):
+        return None  # not alone at the start of its line (e.g. `x = 1; y = f()`)
+    last = analysis.lines[end_line - 1]
+    tail = last[analysis.char_col(end_line, stmt.end_col_offset or 0) :].strip()
+    if tail and not tail.startswith("#"):
+        return None
+    body = analysis.lines[stmt.lineno - 1 : end_line]
+    unit = "    "
+    new = [f"{indent}{header}:"] + [unit + text if text.strip() else text for text in body]
+    return TextEdit(stmt.lineno, 1, end_line, len(last) + 1, "\n".join(new))
