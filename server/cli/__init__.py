@@ -26,13 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain_command.register(commands)
     serve_command.register(commands)
+    from stridelens.server.cli import check_command, rule_command
+
+    check_command.register(commands)
+    rule_command.register(commands)
     from stridelens.inspector import cli as inspect_cli
 
     inspect_cli.register(commands)
 
-    for name, helptext in (
-        ("check", "lint files for PyTorch memory pitfalls (not available yet)"),
-    ):
+    for name, helptext in ():  # sub-commands announced but not available yet
         sub = commands.add_parser(name, help=helptext, add_help=False)
         sub.add_argument("rest", nargs=argparse.REMAINDER)
         sub.set_defaults(handler=lambda _args, _name=name: _not_yet(_name))

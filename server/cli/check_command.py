@@ -1,0 +1,397 @@
+"""`stridelens check PATH...`: lint files for PyTorch memory pitfalls (for CI, like ruff).
+
+Exit codes: 0 clean, 1 findings (or fixes to show with --diff), 2 usage/IO error (the other
+files are still analysed and reported). Files are analysed in parallel across cores; each
+is first analysed symbolically (no torch import) and replayed on meta tensors only when the
+exact layout can change a rule's answer (see `stridelens.server.rules.gate`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from stridelens import __version__
+from stridelens.server.analysis import SourceError, analyze_source, read_source
+from stridelens.server.rules.base import Finding, Severity
+
+EXCLUDED_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", ".venv", "venv", ".env", "env", "node_modules", "build", "dist",
+        "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".tox", ".nox", ".eggs",
+        "site-packages", "_build", "buck-out", "__pypackages__",
+    }
+)  # fmt: skip
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+def register(commands: Any) -> None:
+    sub = commands.add_parser(
+        "check",
+        help="lint files for PyTorch memory pitfalls (rules SL101-SL212)",
+        description="Lint Python files or directories for PyTorch memory pitfalls. Exit 0 when "
+        "clean, 1 when there are findings, 2 on a usage or IO error (other files are still checked).",
+    )
+    sub.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (walked recursively)")
+    sub.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    sub.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes (SL1,SL203)")
+    sub.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes to skip")
+    sub.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    sub.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also apply fixes that change behaviour")
+    sub.add_argument("--diff", action="store_true", help="show the fixes as a unified diff, write nothing")
+    sub.add_argument("-j", "--jobs", type=int, default=0, help="worker processes (default: all cores)")
+    sub.add_argument("--no-config", action="store_true", help="ignore [tool.stridelens] in pyproject.toml")
+    sub.set_defaults(handler=run)
+
+
+# ------------------------------------------------------------------------------ files
+class UsageError(Exception):
+    pass
+
+
+def collect_files(paths: Iterable[str], exclude: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+    """Python files under `paths` (sorted, unique) and one error line per bad path."""
+    files: list[str] = []
+    errors: list[str] = []
+    extra = [e.strip("/") for e in exclude if e.strip("/")]
+    for path in paths:
+        if not os.path.exists(path):
+            errors.append(f"{path}: no such file or directory")
+        elif os.path.isdir(path):
+            found = list(_walk(path, extra))
+            if not found:
+                errors.append(f"{path}: no Python files in this directory")
+            files.extend(found)
+        elif not path.endswith(PYTHON_SUFFIXES):
+            errors.append(f"{path}: not a Python file (expected .py)")
+        else:
+            files.append(path)
+    seen: set[str] = set()
+    unique = []
+    for f in files:
+        key = os.path.normpath(f)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return sorted(unique), errors
+
+
+def _walk(root: str, extra: list[str]) -> Iterator[str]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if d not in EXCLUDED_DIRS
+            and not d.endswith(".egg-info")
+            and not (d.startswith(".") and d not in (".", ".."))
+            and not _excluded(os.path.join(dirpath, d), extra)
+        )
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            if name.endswith(PYTHON_SUFFIXES) and not _excluded(full, extra):
+                yield full
+
+
+def _excluded(path: str, extra: list[str]) -> bool:
+    if not extra:
+        return False
+    norm = os.path.normpath(path).replace(os.sep, "/")
+    return any(norm == e or norm.endswith("/" + e) or f"/{e}/" in f"/{norm}/" for e in extra)
+
+
+# --------------------------------------------------------------------------- analysis
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None
+    source: str | None = None  # kept when fixes are wanted
+    replayed: bool = False
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] | None
+    ignore: tuple[str, ...]
+    severity: tuple[tuple[str, Severity], ...]
+    keep_source: bool
+
+
+def check_file(path: str, settings: Settings) -> FileResult:
+    from stridelens.server.rules import run_rules
+    from stridelens.server.rules.gate import needs_replay
+
+    try:
+        source = read_source(path)
+    except SourceError as err:
+        return FileResult(path, error=str(err))
+    try:
+        analysis = analyze_source(source, path, replay=False)
+        replayed = False
+        if needs_replay(analysis):
+            analysis = analyze_source(source, path, replay=True)
+            replayed = True
+        findings = run_rules(analysis, settings.select, settings.ignore, dict(settings.severity))
+    except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
+        return FileResult(path, error=f"{path}: internal error while analysing: {type(err).__name__}: {err}")
+    return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed)
+
+
+def _check_chunk(args: tuple[list[str], Settings]) -> list[FileResult]:
+    paths, settings = args
+    return [check_file(p, settings) for p in paths]
+
+
+def check_files(files: list[str], settings: Settings, jobs: int) -> list[FileResult]:
+    if jobs <= 0:
+        jobs = os.cpu_count() or 1
+    jobs = min(jobs, len(files))
+    if jobs <= 1:
+        return [check_file(p, settings) for p in files]
+    # Interleaved chunks: big and small files spread over the workers; few round trips.
+    per_worker = max(1, min(16, len(files) // (jobs * 4) or 1))
+    chunks = [files[i : i + per_worker] for i in range(0, len(files), per_worker)]
+    results: list[FileResult] = []
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        for chunk_result in pool.map(_check_chunk, [(c, settings) for c in chunks]):
+            results.extend(chunk_result)
+    return results
+
+
+# ------------------------------------------------------------------------------ output
+def _sort_key(f: Finding) -> tuple[str, int, int, str]:
+    return (f.path, f.line, f.col, f.code)
+
+
+def render_text(findings: list[Finding], sources: dict[str, list[str]]) -> str:
+    out: list[str] = []
+    for f in findings:
+        out.append(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}")
+        lines = sources.get(f.path)
+        if lines and 1 <= f.line <= len(lines):
+            text = lines[f.line - 1].rstrip("\n").expandtabs(1)
+            end = f.end_col if f.end_line == f.line else len(text) + 1
+            width = max(1, min(end, len(text) + 1) - f.col)
+            gutter = f"{f.line} | "
+            out.append(f"  {gutter}{text}")
+            out.append("  " + " " * len(gutter) + " " * (f.col - 1) + "^" * width)
+        if f.fix is not None:
+            out.append(f"  = fix: {f.fix.title}" + ("" if f.fix.safe else " (unsafe: --fix --unsafe-fixes)"))
+        out.append("")
+    return "\n".join(out)
+
+
+def render_sarif(findings: list[Finding]) -> dict[str, Any]:
+    from stridelens.server.rules import ALL_RULES
+
+    codes = sorted(ALL_RULES)
+    level = {
+        Severity.ERROR: "error",
+        Severity.WARNING: "warning",
+        Severity.INFORMATION: "note",
+        Severity.HINT: "note",
+    }
+    rules = []
+    for code in codes:
+        rule = ALL_RULES[code]
+        rules.append(
+            {
+                "id": code,
+                "name": rule.name,
+                "shortDescription": {"text": rule.summary},
+                "fullDescription": {"text": rule.doc.what},
+                "help": {"text": f"{rule.doc.why}\n\nFix: {rule.doc.fix}"},
+                "helpUri": rule.url,
+                "defaultConfiguration": {"level": level[rule.severity]},
+            }
+        )
+    results = []
+    for f in findings:
+        result: dict[str, Any] = {
+            "ruleId": f.code,
+            "ruleIndex": codes.index(f.code) if f.code in codes else -1,
+            "level": level[f.severity],
+            "message": {"text": f.message},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": f.path.replace(os.sep, "/"), "uriBaseId": "%SRCROOT%"},
+                        "region": {
+                            "startLine": f.line,
+                            "startColumn": f.col,
+                            "endLine": f.end_line,
+                            "endColumn": f.end_col,
+                        },
+                    }
+                }
+            ],
+        }
+        if f.fix is not None:
+            result["fixes"] = [
+                {
+                    "description": {"text": f.fix.title},
+                    "artifactChanges": [
+                        {
+                            "artifactLocation": {"uri": f.path.replace(os.sep, "/"), "uriBaseId": "%SRCROOT%"},
+                            "replacements": [
+                                {
+                                    "deletedRegion": {
+                                        "startLine": e.line,
+                                        "startColumn": e.col,
+                                        "endLine": e.end_line,
+                                        "endColumn": e.end_col,
+                                    },
+                                    "insertedContent": {"text": e.new_text},
+                                }
+                                for e in f.fix.edits
+                            ],
+                        }
+                    ],
+                }
+            ]
+        results.append(result)
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "stridelens",
+                        "version": __version__,
+                        "informationUri": "https://stridelens.invalid",
+                        "rules": rules,
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
+    }
+
+
+# -------------------------------------------------------------------------------- run
+def _split_codes(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [c.strip().upper() for c in value.split(",") if c.strip()]
+
+
+def _validate_codes(codes: list[str] | None, flag: str) -> None:
+    from stridelens.server.rules import ALL_RULES
+
+    for code in codes or ():
+        if code != "ALL" and not any(rule.startswith(code) for rule in ALL_RULES):
+            raise UsageError(f"{flag}: unknown rule code {code!r} (see `stridelens rule --all`)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from stridelens.server.config import ProjectConfig, load_project_config
+    from stridelens.server.rules.fixes import apply_fixes
+
+    def err(message: str) -> None:
+        print(f"stridelens check: {message}", file=sys.stderr)
+
+    select = _split_codes(args.select)
+    ignore = _split_codes(args.ignore)
+    try:
+        _validate_codes(select, "--select")
+        _validate_codes(ignore, "--ignore")
+    except UsageError as error:
+        err(str(error))
+        return 2
+    if args.jobs < 0:
+        err("--jobs must be 0 (all cores) or more")
+        return 2
+    config = ProjectConfig() if args.no_config else load_project_config(args.paths[0] if os.path.exists(args.paths[0]) else os.getcwd())
+    for problem in config.problems:
+        err(f"config: {problem}")
+    if select is None:
+        select = config.select
+    select = ["SL" if c == "ALL" else c for c in select] if select else None
+    all_ignore = [*config.ignore, *(ignore or [])]
+    settings = Settings(
+        select=tuple(select) if select else None,
+        ignore=tuple(all_ignore),
+        severity=tuple(sorted(config.severity.items())),
+        keep_source=True,
+    )
+    files, errors = collect_files(args.paths, config.exclude)
+    failed = bool(errors)
+    for message in errors:
+        err(message)
+    results = check_files(files, settings, args.jobs) if files else []
+    findings: list[Finding] = []
+    sources: dict[str, list[str]] = {}
+    diffs: list[str] = []
+    fixed_count = 0
+    for result in results:
+        if result.error is not None:
+            err(result.error)
+            failed = True
+            continue
+        remaining = result.findings
+        if (args.fix or args.diff) and result.source is not None:
+            outcome = apply_fixes(result.source, result.findings, unsafe=args.unsafe_fixes)
+            if outcome.applied:
+                applied = {id(f) for f in outcome.applied}
+                if args.diff:
+                    diffs.append(
+                        "".join(
+                            difflib.unified_diff(
+                                result.source.splitlines(keepends=True),
+                                outcome.source.splitlines(keepends=True),
+                                fromfile=f"a/{result.path}",
+                                tofile=f"b/{result.path}",
+                            )
+                        )
+                    )
+                else:
+                    try:
+                        with open(result.path, "w", encoding="utf-8", newline="") as handle:
+                            handle.write(outcome.source)
+                    except OSError as error:
+                        err(f"{result.path}: cannot write fixes: {error.strerror or error}")
+                        failed = True
+                        applied = set()
+                    fixed_count += len(applied)
+                    remaining = [f for f in result.findings if id(f) not in applied]
+        findings.extend(remaining)
+        if result.source is not None:
+            sources[result.path] = result.source.splitlines()
+    findings.sort(key=_sort_key)
+
+    if args.diff:
+        sys.stdout.write("".join(diffs))
+        if diffs:
+            print(f"Would fix {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", file=sys.stderr)
+        return 2 if failed else (1 if diffs else 0)
+
+    if args.format == "json":
+        print(json.dumps([f.to_json() for f in findings], indent=2))
+    elif args.format == "sarif":
+        print(json.dumps(render_sarif(findings), indent=2))
+    else:
+        if findings:
+            sys.stdout.write(render_text(findings, sources))
+            fixable = sum(1 for f in findings if f.fix is not None and f.fix.safe)
+            summary = f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''}"
+            if fixed_count:
+                summary += f" ({fixed_count} fixed)"
+            if fixable:
+                summary += f"; {fixable} fixable with `stridelens check --fix`"
+            print(summary + ".")
+        elif fixed_count:
+            print(f"Fixed {fixed_count} finding{'s' if fixed_count != 1 else ''}; nothing left.")
+        elif not failed:
+            print("All checks passed!")
+    if failed:
+        return 2
+    return 1 if findings else 0

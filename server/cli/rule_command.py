@@ -1,0 +1,62 @@
+"""`stridelens rule SL101` prints a rule's documentation; `stridelens rule --all` lists them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(commands: Any) -> None:
+    sub = commands.add_parser(
+        "rule",
+        help="show a rule's documentation (`stridelens rule SL101`, `stridelens rule --all`)",
+        description="Print the documentation of a rule: what it does, why it matters, an example and the fix.",
+    )
+    sub.add_argument("code", nargs="?", help="a rule code (SL101) or name (view-noncontiguous)")
+    sub.add_argument("--all", action="store_true", help="list every rule")
+    sub.add_argument("--format", choices=("text", "json"), default="text")
+    sub.set_defaults(handler=run)
+
+
+def _rule_json(rule: Any) -> dict[str, Any]:
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "severity": rule.severity.value,
+        "summary": rule.summary,
+        "what": rule.doc.what,
+        "why": rule.doc.why,
+        "example": rule.doc.example,
+        "fix": rule.doc.fix,
+        "safe_fix": rule.safe_fix,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from stridelens.server.rules import ALL_RULES
+    from stridelens.server.rules.catalogue import render_rule
+
+    if args.all:
+        rules = [ALL_RULES[c] for c in sorted(ALL_RULES)]
+        if args.format == "json":
+            print(json.dumps([_rule_json(r) for r in rules], indent=2))
+        else:
+            width = max(len(r.name) for r in rules)
+            for r in rules:
+                print(f"{r.code}  {r.name.ljust(width)}  {r.severity.value:<11}  {r.summary}")
+        return 0
+    if not args.code:
+        print("stridelens rule: give a rule code (e.g. SL101) or --all", file=sys.stderr)
+        return 2
+    wanted = args.code.strip()
+    rule = ALL_RULES.get(wanted.upper()) or next((r for r in ALL_RULES.values() if r.name == wanted.lower()), None)
+    if rule is None:
+        print(f"stridelens rule: unknown rule {wanted!r} (see `stridelens rule --all`)", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps(_rule_json(rule), indent=2))
+    else:
+        print(render_rule(rule))
+    return 0
