@@ -14,9 +14,10 @@ reported in `ProjectConfig.problems` (one clear line each) and ignored.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any
+
+import tomllib
 
 from stridelens.server.rules.base import Severity
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ def apply_edits(source: str, edits: Iterable[TextEdit]) -> str | None:
             return None
         spans.append((span[0], span[1], edit.new_text))
     spans.sort(key=lambda s: (s[0], s[1]))
-    for (_, end, _), (start, _, _) in zip(spans, spans[1:], strict=False):
+    for (_, end, _), (start, _, _) in itertools.pairwise(spans):
         if start < end:
             return None
     out = source
@@ -88,7 +89,7 @@ def apply_fixes(source: str, findings: Iterable[Finding], *, unsafe: bool = Fals
             continue
         ranges = [s for s in spans if s is not None]
         lo, hi = min(s[0] for s in ranges), max(s[1] for s in ranges)
-        if any(lo < t_hi and t_lo < hi or (lo == hi == t_lo) or (t_lo == t_hi == lo) for t_lo, t_hi in taken):
+        if any((lo < t_hi and t_lo < hi) or (lo == hi == t_lo) or (t_lo == t_hi == lo) for t_lo, t_hi in taken):
             skipped.append(finding)
             continue
         alone = apply_edits(source, fix.edits)
