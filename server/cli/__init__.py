@@ -33,11 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
     from stridelens.inspector import cli as inspect_cli
 
     inspect_cli.register(commands)
-
-    for name, helptext in ():  # sub-commands announced but not available yet
-        sub = commands.add_parser(name, help=helptext, add_help=False)
-        sub.add_argument("rest", nargs=argparse.REMAINDER)
-        sub.set_defaults(handler=lambda _args, _name=name: _not_yet(_name))
     return parser
 
 

@@ -28,9 +28,7 @@ def _literal_ish(node: ast.expr) -> bool:
         return _literal_ish(node.operand)
     if isinstance(node, ast.BinOp):
         return _literal_ish(node.left) and _literal_ish(node.right)
-    if isinstance(node, ast.Attribute):  # torch.float16, cfg.dim
-        return True
-    return False
+    return isinstance(node, ast.Attribute)  # torch.float16, cfg.dim
 
 
 def needs_replay(analysis: Analysis) -> bool:
