@@ -9,10 +9,13 @@ from typing import Any
 
 from lsprotocol import types
 
-from stridelens.server.lsp.diagnostics import NOQA, SOURCE
-from stridelens.server.lsp.documents import Encoding
+from stridelens.server.lsp.diagnostics import NOQA, SOURCE, changed_block
+from stridelens.server.lsp.documents import Encoding, split_lines
 
 FIX_ALL_KIND = "source.fixAll.stridelens"
+FIX_ALL_COMMAND = "stridelens.fixAll"
+MAX_FIX_PASSES = 5
+FIX_ALL_TITLE = "stridelens: apply all safe fixes"
 KINDS = [types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND]
 
 
@@ -23,12 +26,14 @@ def _range(raw: dict[str, Any]) -> types.Range:
     )
 
 
-def fix_of(diag: types.Diagnostic) -> tuple[str, list[types.TextEdit]] | None:
+def fix_of(diag: types.Diagnostic, *, safe_only: bool = False) -> tuple[str, list[types.TextEdit]] | None:
     data = diag.data
     if not isinstance(data, dict) or not isinstance(data.get("fix"), dict):
         return None
     try:
         fix = data["fix"]
+        if safe_only and not fix.get("safe"):
+            return None
         edits = [types.TextEdit(range=_range(e["range"]), new_text=str(e["newText"])) for e in fix["edits"]]
         return str(fix["title"]), edits
     except (KeyError, TypeError, ValueError):
@@ -113,18 +118,37 @@ def code_actions(
                     edit=types.WorkspaceEdit(changes={uri: [suppress_edit(lines[line0], line0, code, enc)]}),
                 )
             )
-    if want_fix_all:
-        groups = [fix[1] for d in published if (fix := fix_of(d)) is not None]
-        edits = non_overlapping(groups)
-        if edits:
-            actions.append(
-                types.CodeAction(
-                    title="Fix all stridelens findings with a safe fix",
-                    kind=FIX_ALL_KIND,
-                    edit=types.WorkspaceEdit(changes={uri: edits}),
-                )
+    if want_fix_all and any(fix_of(d, safe_only=True) for d in published):
+        # Fixes are applied and the file re-analysed until no safe fix is left (one fix can
+        # reveal another): costly, so the edit is computed on codeAction/resolve (or by the
+        # caller when the client cannot resolve, see `fix_all_action`).
+        actions.append(
+            types.CodeAction(
+                title=FIX_ALL_TITLE,
+                kind=FIX_ALL_KIND,
+                data={"uri": uri, "fixAll": True},
             )
+        )
     return actions
+
+
+def block_edit(old: str, new: str, enc: Encoding) -> types.TextEdit | None:
+    """One edit turning `old` into `new`: the changed block of lines, replaced whole."""
+    if old == new:
+        return None
+    old_lines, new_lines = split_lines(old), split_lines(new)
+    start, old_end, new_end = changed_block(old_lines, new_lines)
+    replacement = new_lines[start:new_end]
+    if old_end >= len(old_lines):  # the block reaches the end of the file
+        last = old_lines[-1]
+        end = types.Position(line=len(old_lines) - 1, character=enc.from_char(last, len(last)))
+        text = "\n".join(replacement)
+        if start > 0 and start >= len(old_lines):
+            text = "\n" + text
+    else:
+        end = types.Position(line=old_end, character=0)
+        text = "".join(line + "\n" for line in replacement)
+    return types.TextEdit(range=types.Range(start=types.Position(line=start, character=0), end=end), new_text=text)
 
 
 def _fix_from_published(

@@ -128,6 +128,7 @@ def project_settings(root: str | None) -> tuple[Settings, list[str]]:
         return base, [f"pyproject.toml: {err}"]
     if cfg is None:
         return base, []
+    found = [str(p) for p in getattr(cfg, "problems", []) or []]
     raw: dict[str, Any] = {}
     for key in ("select", "ignore"):
         value = cfg.get(key) if isinstance(cfg, Mapping) else getattr(cfg, key, None)
@@ -136,4 +137,5 @@ def project_settings(root: str | None) -> tuple[Settings, list[str]]:
     sev = cfg.get("severity") if isinstance(cfg, Mapping) else getattr(cfg, "severity", None)
     if sev:
         raw["severity"] = {k: getattr(v, "value", v) for k, v in dict(sev).items()}
-    return merge_settings(base, raw, "pyproject.toml [tool.stridelens]")
+    settings, problems = merge_settings(base, raw, "pyproject.toml [tool.stridelens]")
+    return settings, found + problems

@@ -69,7 +69,7 @@ def fix_data(finding: Finding, lines: list[str], enc: Encoding) -> dict[str, Any
                 "newText": e.new_text,
             }
         )
-    return {"title": finding.fix.title, "edits": edits}
+    return {"title": finding.fix.title, "edits": edits, "safe": bool(getattr(finding.fix, "safe", False))}
 
 
 def to_diagnostic(

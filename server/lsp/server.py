@@ -49,15 +49,60 @@ def build_server() -> StridelensServer:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=code_actions.KINDS, resolve_provider=False),
+        types.CodeActionOptions(code_action_kinds=code_actions.KINDS, resolve_provider=True),
     )
-    def on_code_action(ls: StridelensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    async def on_code_action(ls: StridelensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         state = ls.docs.get(params.text_document.uri)
         if state is None:
             return []
-        return code_actions.code_actions(
+        actions = code_actions.code_actions(
             state.uri, state.lines, ls.encoding, params, state.published_diagnostics
         )
+        if ls.supports_resolve("edit"):
+            return actions
+        out = []
+        for action in actions:  # no codeAction/resolve: fix-all only when asked for by kind
+            if action.kind == code_actions.FIX_ALL_KIND:
+                if not params.context.only:
+                    continue
+                action = await resolve_fix_all(ls, action)
+            out.append(action)
+        return out
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def on_resolve(ls: StridelensServer, action: types.CodeAction) -> types.CodeAction:
+        if isinstance(action.data, dict) and action.data.get("fixAll"):
+            return await resolve_fix_all(ls, action)
+        return action
+
+    async def resolve_fix_all(ls: StridelensServer, action: types.CodeAction) -> types.CodeAction:
+        uri = str(action.data.get("uri")) if isinstance(action.data, dict) else ""
+        state = ls.docs.get(uri)
+        if state is None:
+            return action
+        old = state.text
+        edit = code_actions.block_edit(old, await ls.fix_all_text(state), ls.encoding)
+        action.edit = types.WorkspaceEdit(changes={uri: [edit] if edit else []})
+        return action
+
+    @server.command(code_actions.FIX_ALL_COMMAND)
+    async def fix_all(ls: StridelensServer, uri: str | None = None) -> bool:
+        """Apply every safe fix of a document through `workspace/applyEdit`."""
+        state = ls.docs.get(str(uri)) if uri else None
+        if state is None:
+            return False
+        old = state.text
+        new = await ls.fix_all_text(state)
+        edit = code_actions.block_edit(old, new, ls.encoding)
+        if edit is None or state.text != old:
+            return edit is None
+        result = await ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(
+                label="stridelens: apply all safe fixes",
+                edit=types.WorkspaceEdit(changes={state.uri: [edit]}),
+            )
+        )
+        return bool(result.applied)
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
     def on_inlay_hint(ls: StridelensServer, params: types.InlayHintParams) -> list[types.InlayHint]:

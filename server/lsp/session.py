@@ -22,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 from stridelens import __version__
 from stridelens.server.analysis import analyze_source
 from stridelens.server.lsp import diagnostics
+from stridelens.server.lsp.code_actions import MAX_FIX_PASSES
 from stridelens.server.lsp.configuration import Settings, merge_settings, project_settings
 from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
 from stridelens.server.lsp.worker import EXACT_BUDGET_S, SYMBOLIC_BUDGET_S, Worker
@@ -108,6 +109,10 @@ class StridelensServer(LanguageServer):
             if caps is None:
                 return False
         return bool(caps)
+
+    def supports_resolve(self, prop: str) -> bool:
+        support = getattr(getattr(self.client_capabilities.text_document, "code_action", None), "resolve_support", None)
+        return support is not None and prop in (support.properties or [])
 
     async def pull_configuration(self) -> None:
         if not self.supports("workspace.configuration"):
@@ -221,6 +226,28 @@ class StridelensServer(LanguageServer):
             ANALYZED,
             {"uri": state.uri, "version": state.version, "exact": snap.exact, "findings": len(snap.findings)},
         )
+
+    async def fix_all_text(self, state: DocState) -> str:
+        """The document with every safe fix applied, re-analysed until none is left."""
+        from stridelens.server.rules.fixes import apply_fixes
+
+        exact = self.exact_ready and self.settings.replay
+        settings = self.settings
+        path = state.path
+
+        def work() -> str:
+            text = state.text
+            for _ in range(MAX_FIX_PASSES):
+                snap = self._snapshot(text, None, path, exact, settings)
+                result = apply_fixes(text, snap.findings)
+                if not result.applied or result.source == text:
+                    break
+                text = result.source
+            return text
+
+        if exact:
+            return await self.worker.run_exact(work)
+        return await self.worker.run_fast(work)
 
     def snapshot_for(self, uri: str) -> tuple[DocState, Snapshot] | None:
         """The analysis of the document's current text; a quick symbolic one if none yet."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ def capabilities() -> types.ClientCapabilities:
         ),
         data_support=True,
         is_preferred_support=True,
+        resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]),
     )
     td.hover = types.HoverClientCapabilities(content_format=[types.MarkupKind.Markdown])
     td.publish_diagnostics = types.PublishDiagnosticsClientCapabilities(
@@ -162,3 +164,59 @@ async def stop_session(client: LanguageClient) -> None:
         if server is not None and server.returncode is None:
             server.kill()
         await client.stop()
+
+
+def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
+    """Apply LSP text edits (UTF-16 positions) to `text`, the way an editor does."""
+    lines = text.split("\n")
+
+    def offset(pos: types.Position) -> int:
+        before = sum(len(line) + 1 for line in lines[: pos.line])
+        line = lines[pos.line] if pos.line < len(lines) else ""
+        units = 0
+        for i, ch in enumerate(line):
+            if units >= pos.character:
+                return before + i
+            units += 2 if ord(ch) > 0xFFFF else 1
+        return before + len(line)
+
+    spans = sorted(((offset(e.range.start), offset(e.range.end), e.new_text) for e in edits), reverse=True)
+    for start, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+async def code_actions(
+    session: Session, uri: str, diagnostics: list[types.Diagnostic], only: list[str] | None = None
+) -> list[types.CodeAction]:
+    rng = diagnostics[0].range if diagnostics else types.Range(
+        start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)
+    )
+    result = await asyncio.wait_for(
+        session.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=rng,
+                context=types.CodeActionContext(diagnostics=diagnostics, only=only),
+            )
+        ),
+        30,
+    )
+    return [a for a in result or [] if isinstance(a, types.CodeAction)]
+
+
+def run_check(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stridelens", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=path.parent,
+    )
+
+
+def check_available() -> bool:
+    proc = subprocess.run(
+        [sys.executable, "-m", "stridelens", "check", "--help"], capture_output=True, text=True, timeout=60
+    )
+    return proc.returncode == 0 and "not available" not in proc.stderr
