@@ -1020,7 +1020,7 @@ class Interpreter:
                 ):
                     out = rp.conv_with_device_layout(fn, call_args, call_kwargs)
                 else:
-                    out = fn(*call_args, **call_kwargs)
+                    out = rp.cached_call(path, call_args, call_kwargs, lambda: fn(*call_args, **call_kwargs))
         except rp.CannotReplay:
             return self._symbolic_new(tensors, scope, leaf)
         except Exception as err:  # noqa: BLE001
@@ -1062,7 +1062,7 @@ class Interpreter:
             torch = self._torch()
             concrete = [rp.to_torch(o) for o in operands]
             with torch.set_grad_enabled(scope.grad_enabled):
-                out = fn(*concrete)
+                out = rp.cached_call(("op", what), concrete, {}, lambda: fn(*concrete))
         except rp.CannotReplay:
             return self._symbolic_new(tensors, scope, what)
         except Exception as err:  # noqa: BLE001
@@ -1213,8 +1213,13 @@ class Interpreter:
             with torch.set_grad_enabled(scope.grad_enabled):
                 if as_property:
                     out = getattr(meta, name)
-                else:
+                elif name in api.VIEW_METHODS or name.endswith("_"):
                     out = getattr(meta, name)(*concrete, **concrete_kw)
+                else:
+                    out = rp.cached_call(
+                        ("method", name), [meta, *concrete], concrete_kw,
+                        lambda: getattr(meta, name)(*concrete, **concrete_kw),
+                    )
         except rp.CannotReplay:
             return self._symbolic_method(tensor, name, args, kwargs, scope, getattr(node, "lineno", 0), text)
         except Exception as err:  # noqa: BLE001
@@ -1398,7 +1403,8 @@ class Interpreter:
                         {},
                     )
                 else:
-                    out = built(*call_args, **call_kwargs)
+                    key = ("module", module.path, repr(module.args), repr(module.kwargs), module.training)
+                    out = rp.cached_call(key, call_args, call_kwargs, lambda: built(*call_args, **call_kwargs))
         except rp.CannotReplay:
             return symbolic
         except Exception as err:  # noqa: BLE001

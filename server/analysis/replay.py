@@ -99,6 +99,11 @@ def build_module(module: ModuleValue) -> Any:
     """Instantiate an nn module on the meta device (parameters without storage)."""
     if module.built is not None:
         return module.built
+    key = (module.path, repr(module.args), repr(sorted(module.kwargs.items())), module.training)
+    shared = _built_modules.get(key)
+    if shared is not None:
+        module.built = shared
+        return shared
     torch = load_torch()
     cls = getattr(torch.nn, module.name)
     args = [
@@ -112,7 +117,14 @@ def build_module(module: ModuleValue) -> Any:
     if not module.training:
         built.eval()
     module.built = built
+    if len(_built_modules) < _CACHE_LIMIT:
+        _built_modules[key] = built
     return built
+
+
+# Meta modules are stateless for the analysis: instances built from the same literals
+# are shared (building one runs its initialisers, which is slow even on meta).
+_built_modules: dict[Any, Any] = {}
 
 
 _fake_mode: Any = None
@@ -143,3 +155,71 @@ def conv_with_device_layout(fn: Any, args: list[Any], kwargs: dict[str, Any]) ->
             ):
                 return result.contiguous(memory_format=fmt)
     return result
+
+
+# --------------------------------------------------------------------------- cache
+# Many meta kernels are Python decompositions (elementwise ops, batch_norm: milliseconds
+# each). Results that are new tensors depend only on the inputs' layouts and the literal
+# arguments, so they are cached process-wide and rebuilt with `empty_strided`.
+_CACHE_LIMIT = 20_000
+_cache: dict[Any, tuple[tuple[int, ...], tuple[int, ...], Any, bool] | None] = {}
+
+
+def layout_key(obj: Any) -> Any:
+    torch = _torch
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return (
+            "T",
+            tuple(obj.shape),
+            obj.stride(),
+            obj.storage_offset(),
+            obj.dtype,
+            obj.requires_grad,
+            obj.untyped_storage().nbytes(),
+        )
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, *(layout_key(o) for o in obj))
+    if isinstance(obj, dict):
+        return ("D", *sorted((k, layout_key(v)) for k, v in obj.items()))
+    if isinstance(obj, slice):
+        return ("S", obj.start, obj.stop, obj.step)
+    if isinstance(obj, (int, float, bool, str, type(None))) or obj is Ellipsis:
+        return (type(obj).__name__, obj)
+    if torch is not None and isinstance(obj, (torch.dtype, torch.memory_format)):
+        return ("C", str(obj))
+    raise CannotReplay  # not a value we know how to key
+
+
+def cached_call(op: Any, args: list[Any], kwargs: dict[str, Any], thunk: Any) -> Any:
+    """`thunk()` (which calls `op` on these arguments), answered from the cache when the
+    same op already ran on the same layouts. Views and aliases are never cached."""
+    torch = _torch
+    try:
+        key = (op, torch.is_grad_enabled(), layout_key(args), layout_key(kwargs))
+    except CannotReplay:
+        return thunk()
+    hit = _cache.get(key, False)
+    if hit is not False and hit is not None:
+        shape, stride, dtype, grad = hit
+        out = torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=grad)
+        return out.clone() if grad else out  # non-leaf, like the real result
+    out = thunk()
+    if hit is False and len(_cache) < _CACHE_LIMIT:
+        _cache[key] = _cacheable(out, args, kwargs)
+    return out
+
+
+def _cacheable(out: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    torch = _torch
+    if not isinstance(out, torch.Tensor) or out._base is not None or out.storage_offset() != 0:
+        return None
+    if out.requires_grad and out.grad_fn is None:
+        return None
+    storage = out.untyped_storage()
+    inputs = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+    if any(a.untyped_storage()._cdata == storage._cdata for a in inputs):
+        return None  # returned (a view of) an input: replay every time
+    fresh = torch.empty_strided(out.shape, out.stride(), dtype=out.dtype, device="meta")
+    if fresh.untyped_storage().nbytes() != storage.nbytes():
+        return None
+    return (tuple(out.shape), out.stride(), out.dtype, out.requires_grad)
