@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -30,7 +31,7 @@ print(time.perf_counter() - start)
 """
 
 
-def best_of(fn, repeat: int = 5) -> float:  # noqa: ANN001
+def best_of(fn: Any, repeat: int = 5) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -43,7 +44,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="stridelens-bench-"))
     model = workdir / "generated_model.py"
     model.write_text(generate_model_source(3000))
-    files = sorted((ROOT / "examples").glob("*.py")) + [model]
+    files = [*sorted((ROOT / "examples").glob("*.py")), model]
     print(f"{'file':32} {'lines':>6} {'cold s':>8} {'warm ms':>9} {'symbolic ms':>12} {'replay share':>13}")
     warm_total = sym_total = 0.0
     for path in files:
