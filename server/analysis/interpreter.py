@@ -772,7 +772,8 @@ class Interpreter:
         basic = self._is_basic_index(index)
         line = node.lineno
         try:
-            text = ast.unparse(node.slice)
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            text = ", ".join(ast.unparse(p) for p in parts)
         except Exception:  # noqa: BLE001
             text = "..."
         result = self.tensor_op(lambda t, i: t[i], [base, index], node, scope, f"[{text}]")
