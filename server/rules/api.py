@@ -49,9 +49,14 @@ def check_tensor_from_tensors(analysis: Analysis) -> list[Finding]:
             edits = [replace_range(attr_name_range(analysis, call.func), "stack")]
             if isinstance(data, ast.GeneratorExp) and len(call.args) == 1:
                 # torch.tensor(t for t in ...) -> torch.stack([t for t in ...])
-                line, col, end_line, end_col = node_range(analysis, data)
+                where = node_range(analysis, data)
                 text = segment(analysis, data)
-                edits.append(replace_range((line, col, end_line, end_col), f"[{text}]"))
+                _, _, func_line, func_end = node_range(analysis, call.func)
+                if (where[0], where[1]) == (func_line, func_end) and text.startswith("("):
+                    text = f"([{text[1:-1]}])"  # a sole generator argument spans the call's parentheses
+                else:
+                    text = f"[{text}]"
+                edits.append(replace_range(where, text))
             fix = Fix("Use `torch.stack(...)`", tuple(edits))
         message = (
             f"`torch.tensor(...)` of tensors (`{short(segment(analysis, data))}`): it copies "

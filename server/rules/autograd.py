@@ -362,7 +362,7 @@ def _assigned_before(analysis: Analysis, loop: ast.AST, name: str) -> bool:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             if isinstance(node.value, (ast.Call, ast.BinOp)) and enclosing(index, node, LOOP_NODES) is None:
                 fact = analysis.fact_of(node.targets[0])
-                return fact is not None and fact.carries_graph is not False
+                return fact is None or fact.carries_graph is not False
     return False
 
 
@@ -523,13 +523,14 @@ def check_detach_shares_storage(analysis: Analysis) -> list[Finding]:
             if not isinstance(target, ast.Name):
                 continue
             fact = analysis.fact_of(target)
-            if fact is None or not fact.detached_from:
+            if not isinstance(stmt, ast.AugAssign) and (fact is None or not fact.detached_from):
                 continue
             definition = _detach_definition(analysis, body, target.id, stmt)
             if definition is None:
                 continue  # e.g. bound from `.data`: SL204's business
             fix = Fix("Use `.detach().clone()`", tuple(append_edit(analysis, definition, ".clone()")))
-            out.append(_sl205(analysis, report, fact.detached_from, fix))
+            source = segment(analysis, definition.func.value) if isinstance(definition.func, ast.Attribute) else "?"
+            out.append(_sl205(analysis, report, source, fix))
     return out
 
 
