@@ -1,0 +1,80 @@
+"""`stridelens explain` as a user runs it: the real console script in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYOUT = ROOT / "examples" / "layout_basics.py"
+
+
+def explain(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stridelens", "explain", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def line_of(path: Path, start: str) -> int:
+    return next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith(start))
+
+
+def test_json_for_several_positions_in_order(tmp_path: Path) -> None:
+    b_line = line_of(LAYOUT, "b = ")
+    t_line = line_of(LAYOUT, "tT = ")
+    literal = LAYOUT.read_text().splitlines()[b_line - 1].index("1:") + 1  # the `1` literal
+    result = explain(
+        f"{LAYOUT}:{b_line}:1", f"{LAYOUT}:{b_line}:{literal}", f"{LAYOUT}:{t_line}:1", "--format", "json"
+    )
+    assert result.returncode == 0, result.stderr
+    b, one, t = json.loads(result.stdout)
+    a = torch.arange(12.0).reshape(3, 4)
+    real_b = a[1:, 1:3]
+    assert b["shape"] == list(real_b.shape) and b["strides"] == list(real_b.stride())
+    assert b["storage_offset"] == real_b.storage_offset() == 5
+    assert b["contiguous"] is False and b["view_of"] == "a" and b["is_view"] is True
+    assert one is None  # an int literal: nothing to explain
+    assert t["strides"] == list(torch.randn(4, 6).T.stride())
+    assert set(b) == {
+        "expr", "shape", "dtype", "device", "strides", "storage_offset", "contiguous",
+        "is_view", "view_of", "requires_grad", "notes",
+    }
+
+
+def test_text_card_draws_the_storage_window() -> None:
+    b_line = line_of(LAYOUT, "b = ")
+    result = explain(f"{LAYOUT}:{b_line}:1")
+    assert result.returncode == 0, result.stderr
+    reads = next(line for line in result.stdout.splitlines() if line.strip().startswith("reads"))
+    cells = reads.split()[1:13]
+    assert [i for i, c in enumerate(cells) if c == "█"] == [5, 6, 9, 10]
+    assert "offset 5" in reads
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    binary = tmp_path / "latin1.py"
+    binary.write_bytes(b"x = '\xe9'\n")
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\nx = torch.zeros(2,\ny = 1\n")
+    cases = {
+        str(tmp_path / "missing.py") + ":1:1": "no such file",
+        f"{binary}:1:1": "not valid UTF-8",
+        f"{LAYOUT}:999:1": "past the end of the file",
+        f"{LAYOUT}:1:400": "past the end of line 1",
+        f"{broken}:2:1": "syntax error",
+        "nonsense": "expected FILE:LINE:COL",
+    }
+    for position, message in cases.items():
+        result = explain(position, "--format", "json")
+        assert result.returncode == 2, position
+        assert result.stdout == ""
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], (position, result.stderr)
+        assert "Traceback" not in result.stderr
