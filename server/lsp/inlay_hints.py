@@ -40,7 +40,10 @@ def _targets(analysis: Analysis, stmt: ast.stmt) -> Iterator[tuple[ast.Name, Ten
         return
     known = analysis.values.get(value)
     for target in targets:
-        if isinstance(target, ast.Name) and isinstance(known, TensorFact):
+        bound = analysis.values.get(target)  # the name as bound: knows what it is a view of
+        if isinstance(target, ast.Name) and isinstance(bound, TensorFact):
+            yield target, bound
+        elif isinstance(target, ast.Name) and isinstance(known, TensorFact):
             yield target, known
         elif isinstance(target, ast.Tuple | ast.List) and isinstance(known, SeqValue):
             for elt, item in zip(target.elts, known.items, strict=False):

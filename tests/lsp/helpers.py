@@ -62,11 +62,17 @@ class Session:
         self._event.set()
 
     async def wait_analyzed(
-        self, uri: str, *, exact: bool | None = None, version: int | None = None, timeout: float = 60.0
+        self,
+        uri: str,
+        *,
+        exact: bool | None = None,
+        version: int | None = None,
+        since: int = 0,
+        timeout: float = 60.0,
     ) -> dict[str, Any]:
         async def wait() -> dict[str, Any]:
             while True:
-                for item in self.analyzed:
+                for item in self.analyzed[since:]:
                     if item["uri"] != uri:
                         continue
                     if exact is not None and item["exact"] != exact:
@@ -104,6 +110,21 @@ class Session:
             ),
             30,
         )
+
+    async def inlay_hints(self, uri: str, last_line: int = 10_000) -> list[types.InlayHint]:
+        result = await asyncio.wait_for(
+            self.client.text_document_inlay_hint_async(
+                types.InlayHintParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=types.Range(
+                        start=types.Position(line=0, character=0),
+                        end=types.Position(line=last_line, character=0),
+                    ),
+                )
+            ),
+            30,
+        )
+        return list(result or [])
 
     def diagnostics(self, uri: str) -> list[types.Diagnostic]:
         return list(self.client.diagnostics.get(uri, []))

@@ -1,0 +1,197 @@
+"""Inlay hints, configuration, UTF-16 positions, and answers before torch has loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from lsprotocol import types
+
+from .helpers import EXAMPLES, Session, apply_edits, code_actions, start_session, stop_session
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
+
+VIEW_PATH = EXAMPLES / "view_vs_reshape.py"
+VIEW = VIEW_PATH.read_text(encoding="utf-8")
+
+
+def utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def label(hint: types.InlayHint) -> str:
+    return hint.label if isinstance(hint.label, str) else "".join(p.value for p in hint.label)
+
+
+async def test_inlay_hints_shapes(lsp: Session) -> None:
+    uri = VIEW_PATH.as_uri()
+    lsp.open(uri, VIEW)
+    await lsp.wait_analyzed(uri, exact=True)
+    hints = {(h.position.line, h.position.character): label(h) for h in await lsp.inlay_hints(uri)}
+    lines = VIEW.splitlines()
+    x_line = next(i for i, line in enumerate(lines) if line.startswith("x = "))
+    xt_line = next(i for i, line in enumerate(lines) if line.startswith("xt = "))
+    assert hints[(x_line, 1)] == f": {tuple(torch.randn(2, 3, 4).shape)}"
+    xt = hints[(xt_line, 2)]
+    assert xt.startswith(": (3, 2, 4)") and "non-contig" in xt and "view of x" in xt
+    assert all(h.position.line < len(lines) for h in await lsp.inlay_hints(uri))
+
+
+async def test_inlay_hints_quiet_where_nothing_known(lsp: Session) -> None:
+    uri = "file:///tmp/stridelens-features/plain.py"
+    lsp.open(uri, "import os\nname = os.getcwd()\nn = 3\n\ndef f(a):\n    b = a + 1\n    return b\n")
+    await lsp.wait_analyzed(uri)
+    assert await lsp.inlay_hints(uri) == []
+
+
+async def test_initialization_options_strides_and_severity() -> None:
+    client, lsp = await start_session(
+        init_options={"inlayHints": "strides", "severity": {"SL101": "hint"}}
+    )
+    try:
+        uri = VIEW_PATH.as_uri()
+        lsp.open(uri, VIEW)
+        await lsp.wait_analyzed(uri, exact=True)
+        x = torch.randn(2, 3, 4).transpose(0, 1)
+        labels = [label(h) for h in await lsp.inlay_hints(uri)]
+        assert any(f"strides {x.stride()}" in text for text in labels), labels
+        sl101 = [d for d in lsp.diagnostics(uri) if d.code == "SL101"]
+        assert sl101 and sl101[0].severity == types.DiagnosticSeverity.Hint
+    finally:
+        await stop_session(client)
+
+
+async def test_bad_settings_get_a_message_and_defaults() -> None:
+    client, lsp = await start_session(
+        init_options={"inlayHints": "loud", "select": 3, "severity": {"SL101": "fatal"}, "debounceMs": -1}
+    )
+    try:
+        uri = VIEW_PATH.as_uri()
+        lsp.open(uri, VIEW)
+        await lsp.wait_analyzed(uri, exact=True)
+        text = " ".join(m.message for m in client.messages)
+        for key in ("inlayHints", "select", "severity.SL101", "debounceMs"):
+            assert key in text
+        assert [d for d in lsp.diagnostics(uri) if d.code == "SL101"]  # defaults still run
+        assert await lsp.inlay_hints(uri)
+    finally:
+        await stop_session(client)
+
+
+async def test_configuration_change_turns_a_rule_off() -> None:
+    client, lsp = await start_session(configuration={"inlayHints": "shapes"})
+    try:
+        uri = VIEW_PATH.as_uri()
+        lsp.open(uri, VIEW)
+        await lsp.wait_analyzed(uri, exact=True)
+        assert [d for d in lsp.diagnostics(uri) if d.code == "SL101"]
+        since = len(lsp.analyzed)
+        refreshes = lsp.refreshes
+        client.set_configuration({"ignore": ["SL101"], "inlayHints": "off"}, section="stridelens")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await lsp.wait_analyzed(uri, exact=True, since=since)
+        assert not [d for d in lsp.diagnostics(uri) if d.code == "SL101"]
+        assert await lsp.inlay_hints(uri) == []
+        deadline = time.monotonic() + 10
+        while lsp.refreshes == refreshes and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert lsp.refreshes > refreshes  # workspace/inlayHint/refresh was sent
+    finally:
+        await stop_session(client)
+
+
+async def test_pyproject_ignore(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.stridelens]\nignore = ["SL101"]\n', encoding="utf-8")
+    path = tmp_path / "model.py"
+    path.write_text(VIEW, encoding="utf-8")
+    client, lsp = await start_session(root=tmp_path)
+    try:
+        lsp.open(path.as_uri(), VIEW)
+        await lsp.wait_analyzed(path.as_uri(), exact=True)
+        codes = {d.code for d in lsp.diagnostics(path.as_uri())}
+        assert "SL101" not in codes and "SL103" in codes
+    finally:
+        await stop_session(client)
+
+
+UNICODE = (
+    "# 中文注释：张量的形状与步长 🎉🧠\n"
+    "import torch\n"
+    "\n"
+    "x = torch.randn(2, 3, 4)  # 形状 🎉\n"
+    's = "🎉🎉中文"; xt = x.transpose(0, 1); fails = xt.view(-1)\n'
+)
+
+
+async def test_utf16_positions_hover_and_fix(lsp: Session) -> None:
+    uri = "file:///tmp/stridelens-features/unicode.py"
+    lsp.open(uri, UNICODE)
+    await lsp.wait_analyzed(uri, exact=True)
+    line = UNICODE.splitlines()[4]
+    sl101 = [d for d in lsp.diagnostics(uri) if d.code == "SL101"]
+    assert len(sl101) == 1
+    start = sl101[0].range.start.character
+    assert start == utf16(line[: line.index(".view")])  # UTF-16 units, not characters
+    assert start != line.index(".view")
+    # Hover on the `xt` inside `xt.view` (UTF-16 column) explains xt.
+    card = await lsp.hover(uri, 4, utf16(line[: line.index("xt.view")]) + 1)
+    assert card is not None and "(3, 2, 4)" in card.contents.value
+    # Operation hover on `view`.
+    op = await lsp.hover(uri, 4, utf16(line[: line.index("view(")]) + 1)
+    assert op is not None and "raises at run time" in op.contents.value
+    assert op.range is not None and op.range.start.character == utf16(line[: line.index("view(")])
+    # The quick fix lands on the right columns.
+    actions = await code_actions(lsp, uri, sl101, only=["quickfix"])
+    fix = next(a for a in actions if a.is_preferred)
+    assert fix.edit is not None
+    fixed = apply_edits(UNICODE, fix.edit.changes[uri])
+    assert fixed.splitlines()[4] == line.replace("xt.view(-1)", "xt.reshape(-1)")
+    suppress = next(a for a in actions if a.title.startswith("Suppress"))
+    assert suppress.edit is not None
+    assert apply_edits(UNICODE, suppress.edit.changes[uri]).splitlines()[4] == line + "  # noqa: SL101"
+    # Inlay hint after `xt` on the emoji line.
+    hints = await lsp.inlay_hints(uri)
+    xt_end = utf16(line[: line.index("xt =") + 2])
+    assert any(h.position.line == 4 and h.position.character == xt_end for h in hints)
+
+
+async def test_noqa_hover_explains_the_rule(lsp: Session) -> None:
+    uri = "file:///tmp/stridelens-features/noqa.py"
+    text = VIEW.replace("fails = xt.view(-1)", "fails = xt.view(-1)  # noqa: SL101")
+    lsp.open(uri, text)
+    await lsp.wait_analyzed(uri, exact=True)
+    assert not [d for d in lsp.diagnostics(uri) if d.code == "SL101"]
+    line_no, line = next((i, ln) for i, ln in enumerate(text.splitlines()) if "noqa" in ln)
+    card = await lsp.hover(uri, line_no, line.index("SL101") + 2)
+    assert card is not None
+    assert "SL101" in card.contents.value and "view-noncontiguous" in card.contents.value
+
+
+async def test_answers_before_torch_loads() -> None:
+    started = time.monotonic()
+    client, lsp = await start_session(env={"STRIDELENS_LSP_TORCH_DELAY_S": "120"})
+    try:
+        uri = VIEW_PATH.as_uri()
+        lsp.open(uri, VIEW)
+        first = await lsp.wait_analyzed(uri, timeout=30)
+        assert first["exact"] is False
+        assert uri in client.diagnostics  # published from the symbolic pass
+        card = await lsp.hover(uri, 9, 1)  # xt: what is known without torch
+        assert card is not None and "view of `x`" in card.contents.value
+        assert "symbolic" in card.contents.value
+        assert time.monotonic() - started < 30
+    finally:
+        await stop_session(client)
+
+
+async def test_exact_pass_refreshes_inlay_hints(lsp: Session) -> None:
+    uri = VIEW_PATH.as_uri()
+    lsp.open(uri, VIEW)
+    await lsp.wait_analyzed(uri, exact=True)
+    deadline = time.monotonic() + 10
+    while lsp.refreshes == 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert lsp.refreshes >= 1
