@@ -22,6 +22,7 @@ from stridelens.inspector.session import (
     Breakpoint,
     InspectError,
     Session,
+    TargetGone,
     UsageError,
     parse_address,
 )
@@ -70,7 +71,7 @@ def register(commands: Any) -> None:
                    help="allow a non-loopback --connect address (debugpy runs code for any client)")
     p.add_argument("--python", metavar="PATH", help="interpreter for --launch / the PID injector")
     p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
-    p.set_defaults(handler=run)
+    p.set_defaults(handler=run, kill=False)  # store_false on --continue would default it to True
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,6 +128,8 @@ def _run(args: argparse.Namespace, err: Console) -> int:
             for expr in args.expr:
                 try:
                     report["expressions"].append({"expr": expr, "result": s.describe(expr, args.stats)})
+                except TargetGone:
+                    raise
                 except InspectError as e:
                     failed = True
                     report["expressions"].append({"expr": expr, "error": str(e)})

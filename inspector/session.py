@@ -35,6 +35,10 @@ class InspectError(Exception):
     """The job failed for a reason the user should read (exit code 1, no traceback)."""
 
 
+class TargetGone(InspectError):
+    """The debuggee exited or died while we were talking to it."""
+
+
 class UsageError(InspectError):
     """Bad command-line input (exit code 2)."""
 
@@ -336,6 +340,18 @@ class Session:
         self.frame = frames[0]
         self.frame_id = frames[0]["id"]
 
+    def _target_gone(self) -> bool:
+        # A failed request may be the first sign of a dead debuggee ("No more messages").
+        if self.proc is not None and self.proc.poll() is not None:
+            return True
+        try:
+            self._c().wait_event({"exited", "terminated"}, timeout=1.5, start=self._event_cursor)
+        except DapTimeout:
+            return False
+        except DapClosed:
+            return True
+        return True
+
     def _exit_message(self, when: str) -> str:
         code = None
         for ev in self._c().events():
@@ -356,10 +372,12 @@ class Session:
                 "format": {"rawString": True},
             }, timeout=self.timeout if timeout is None else timeout)
         except DapClosed as e:
-            raise InspectError(self._exit_message("during the inspection")) from e
+            raise TargetGone(self._exit_message("during the inspection")) from e
         except DapTimeout as e:
             raise InspectError(str(e)) from e
         except DapError as e:
+            if self._target_gone():
+                raise TargetGone(self._exit_message("during the inspection")) from e
             raise InspectError(f"evaluation failed in the target: {e.message}") from e
         result = str(body.get("result", ""))
         if result[:1] in "'\"" and result[-1:] == result[:1]:
