@@ -1,0 +1,159 @@
+"""Benchmarks of the runtime inspector, each against a baseline measured in the same run.
+
+    .venv/bin/python bench/inspector.py [--quick]
+
+1. `describe` cost per tensor, in-process (µs)            target <= 200 µs
+2. one DAP evaluate of `describe` vs of the literal `1`   target: within 2 ms of the floor
+3. `process_report` over 10k / 100k live tensors vs pytorch_memlab.MemReporter on the same
+   process (optional: `pip install pytorch-memlab`; skipped with a note if missing)
+                                                          target: 100k <= 1.5 s, faster than memlab
+4. a small training loop's step time: attached (no breakpoints) vs plain python
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import torch
+
+from stridelens.inspector import probe
+from stridelens.inspector.session import Breakpoint, Session, free_port
+
+QUICK = "--quick" in sys.argv
+
+
+def timed(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+    """Median seconds per call."""
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def bench_describe() -> None:
+    base = torch.randn(64, 128)
+    w = torch.randn(128, 32, requires_grad=True)
+    kinds = {
+        "plain": base,
+        "view": base.t()[3:],
+        "graph (3 ops)": ((base @ w).relu() * 2).sum(),
+    }
+    print("1. describe, in-process")
+    for name, t in kinds.items():
+        per = timed(lambda t=t: probe.describe_json(t), 2000 if not QUICK else 300)
+        print(f"   {name:<14} {per * 1e6:8.1f} µs   (target <= 200 µs)")
+
+
+TARGET = """
+    import torch
+    x = torch.randn(64, 128).t()
+    print("ready")  # stop
+"""
+
+
+def bench_evaluate() -> None:
+    print("2. DAP evaluate through debugpy (TCP_NODELAY set by the probe)")
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "t.py"
+        p.write_text(textwrap.dedent(TARGET))
+        with Session(timeout=60) as s:
+            s.launch(str(p), [], output=io.StringIO())
+            s.handshake([Breakpoint.parse(f"{p}:4")])
+            s.wait_stop()
+            s.ensure_probe()
+            n = 200 if not QUICK else 50
+            floor = timed(lambda: s.evaluate("1"), n)
+            desc = timed(lambda: s.describe("x"), n)
+            print(f"   evaluate `1`        {floor * 1e3:7.2f} ms  (the floor)")
+            print(f"   evaluate describe   {desc * 1e3:7.2f} ms  (+{(desc - floor) * 1e3:.2f} ms; target < 2 ms)")
+            s.finish(kill=True)
+
+
+def bench_process_report() -> None:
+    print("3. process_report vs pytorch_memlab.MemReporter, same process")
+    try:
+        from pytorch_memlab import MemReporter
+    except ImportError as e:
+        MemReporter = None
+        print(f"   pytorch_memlab not importable ({e}); comparison skipped")
+    for n in (10_000, 100_000):
+        keep = [torch.empty(4) for _ in range(n)]
+        gc.collect()
+        ours = timed(lambda: probe.process_report(top=10), 3)
+        line = f"   {n:>7} tensors: process_report {ours:6.3f} s"
+        if MemReporter is not None:
+            def memlab() -> None:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    MemReporter().report()
+            theirs = timed(memlab, 1 if n == 100_000 else 3)
+            line += f" | MemReporter {theirs:6.3f} s | ratio {theirs / ours:5.1f}x faster"
+        print(line + ("   (target <= 1.5 s)" if n == 100_000 else ""))
+        del keep
+
+
+LOOP = """
+    import sys, time, torch
+    torch.set_num_threads(1)  # steadier on small machines; both runs alike
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    def step():
+        x = torch.randn(32, 64)
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    for _ in range(50):
+        step()
+    t0 = time.perf_counter()
+    for _ in range({steps}):
+        step()
+    print("STEP", (time.perf_counter() - t0) / {steps})  # mark
+"""
+
+
+def bench_attached_loop() -> None:
+    print("4. small training loop, per step: attached without breakpoints vs plain python")
+    steps = 2000 if not QUICK else 300
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "loop.py"
+        p.write_text(textwrap.dedent(LOOP.format(steps=steps)))
+        plains, attached = [], []
+        for _ in range(2):  # interleaved, best of two: other load on the machine hits both
+            plain = subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=300)
+            plains.append(float(plain.stdout.split("STEP")[1]))
+            out = io.StringIO()
+            with Session(timeout=60) as s:
+                s.launch(str(p), [], output=out)
+                s.handshake([])
+                s.wait_target(timeout=300)
+            attached.append(float(out.getvalue().split("STEP")[1].split()[0]))
+        t_plain, t_att = min(plains), min(attached)
+        print(f"   plain {t_plain * 1e6:8.1f} µs/step | attached {t_att * 1e6:8.1f} µs/step | "
+              f"slowdown {t_att / t_plain:4.2f}x")
+
+
+def main() -> int:
+    print(f"torch {torch.__version__}, python {sys.version.split()[0]}, {os.cpu_count()} CPUs"
+          f"{' (quick)' if QUICK else ''}; free loopback port e.g. {free_port()}")
+    bench_describe()
+    bench_evaluate()
+    bench_process_report()
+    bench_attached_loop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
