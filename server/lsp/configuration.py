@@ -8,7 +8,7 @@ Keys (the same in initializationOptions and in the `stridelens` configuration se
     severity      {"SL103": "warning", ...} overrides             default {}
     inlayHints    "off" | "shapes" | "strides" (shapes+strides)   default "shapes"
     replay        bool: exact facts from meta replay (imports torch)  default true
-    debounceMs    int, 0..5000: wait after a change before analysing  default 150
+    debounceMs    int, 0..5000: wait after a change before analysing  default 50
 
 Bad values never crash the server: each is reported (a message for the user) and the
 default kept.
@@ -33,7 +33,7 @@ class Settings:
     severity: Mapping[str, Severity] = field(default_factory=dict)
     inlay_hints: str = "shapes"
     replay: bool = True
-    debounce_ms: int = 150
+    debounce_ms: int = 50
 
 
 def _codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:

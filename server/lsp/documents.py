@@ -81,6 +81,7 @@ class DocState:
     exact: Snapshot | None = None
     published: list[Finding] = field(default_factory=list)
     published_diagnostics: list[types.Diagnostic] = field(default_factory=list)
+    published_version: int | None = None
     task: asyncio.Task[None] | None = None
     # A symbolic analysis made on demand for a text no finished run covers yet.
     adhoc: Snapshot | None = None

@@ -10,6 +10,7 @@ milliseconds and the exact answer replaces it.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import logging
 import os
@@ -25,12 +26,14 @@ from stridelens.server.lsp import diagnostics
 from stridelens.server.lsp.code_actions import MAX_FIX_PASSES
 from stridelens.server.lsp.configuration import Settings, merge_settings, project_settings
 from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
+from stridelens.server.lsp.partial import PartialText, partial_text
 from stridelens.server.lsp.worker import EXACT_BUDGET_S, SYMBOLIC_BUDGET_S, Worker
 
 log = logging.getLogger("stridelens.lsp")
 
 CONFIG_SECTION = "stridelens"
 ANALYZED = "stridelens/analyzed"
+QUIET_S = 0.4  # after an edit answered from its blocks, wait this long before the whole file
 # Tests only: pretend torch takes this long to import (the "answers before torch" path).
 TORCH_DELAY_ENV = "STRIDELENS_LSP_TORCH_DELAY_S"
 
@@ -184,21 +187,41 @@ class StridelensServer(LanguageServer):
             await asyncio.sleep(delay)
         text, version, settings = state.text, state.version, self.settings
         previous = state.exact
-        symbolic = await self.worker.run_fast(
-            lambda: self._snapshot(text, version, state.path, False, settings)
-        )
-        if state.text != text:
-            return
-        state.symbolic = symbolic
-        if not (self.exact_ready and settings.replay):
-            self.publish(state, symbolic.findings)
-            self.announce(state, symbolic)
-            return
-        if previous is not None and previous.text != text:
-            carried = diagnostics.carry_over(previous.findings, split_lines(previous.text), state.lines)
-            self.publish(state, diagnostics.merge(carried, symbolic.findings))
-        elif previous is None:
-            self.publish(state, symbolic.findings)
+        exact_on = self.exact_ready and settings.replay
+        edited = exact_on and previous is not None and previous.text != text
+        if edited and previous is not None:
+            old_lines = split_lines(previous.text)
+            old_tree = previous.analysis.tree
+            fast = await self.worker.run_exact(
+                lambda: self._partial(old_tree, old_lines, state.lines, state.path, settings)
+            )
+            if state.text != text:
+                return
+            if fast is not None:
+                part, findings = fast
+                carried = [
+                    f
+                    for f in diagnostics.carry_over(previous.findings, old_lines, state.lines)
+                    if not part.first <= f.line <= part.last
+                ]
+                self.publish(state, diagnostics.merge(carried, findings))
+                await asyncio.sleep(QUIET_S)  # the whole-file pass waits for a pause in typing
+        if not edited or state.published_version != version:
+            symbolic = await self.worker.run_fast(
+                lambda: self._snapshot(text, version, state.path, False, settings)
+            )
+            if state.text != text:
+                return
+            state.symbolic = symbolic
+            if not exact_on:
+                self.publish(state, symbolic.findings)
+                self.announce(state, symbolic)
+                return
+            if previous is not None and previous.text != text:
+                carried = diagnostics.carry_over(previous.findings, split_lines(previous.text), state.lines)
+                self.publish(state, diagnostics.merge(carried, symbolic.findings))
+            elif previous is None:
+                self.publish(state, symbolic.findings)
         exact = await self.worker.run_exact(lambda: self._snapshot(text, version, state.path, True, settings))
         if state.text != text:
             return
@@ -209,8 +232,18 @@ class StridelensServer(LanguageServer):
         if first_exact:
             self.refresh_inlay_hints()
 
+    def _partial(
+        self, old_tree: ast.Module, old_lines: list[str], new_lines: list[str], path: str, settings: Settings
+    ) -> tuple[PartialText, list[Any]] | None:
+        part = partial_text(old_tree, old_lines, new_lines)
+        if part is None:
+            return None
+        snap = self._snapshot(part.source, None, path, True, settings)
+        return part, [f for f in snap.findings if part.first <= f.line <= part.last]
+
     def publish(self, state: DocState, findings: list[Any]) -> None:
         state.published = findings
+        state.published_version = state.version
         state.published_diagnostics = diagnostics.to_diagnostics(
             findings, state.lines, self.encoding, self.settings, state.version
         )
