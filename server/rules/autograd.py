@@ -256,6 +256,8 @@ def _backward_of(node: ast.AST) -> str | None:
 def check_backward_twice(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
+    if len(index.by_name.get("backward", ())) == 0:
+        return out
     flagged: set[ast.AST] = set()
     bodies: list[list[ast.stmt]] = [analysis.tree.body, *[fn.body for fn in index.functions]]
     for loop in index.loops:
@@ -505,6 +507,8 @@ def _mutated(analysis: Analysis, index_parents: dict[ast.AST, ast.AST], stmt: as
 def check_detach_shares_storage(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
+    if not index.by_name.get("detach"):
+        return out
     bodies = [analysis.tree.body, *[fn.body for fn in index.functions]]
     for body in bodies:
         for stmt in walk_body(body):

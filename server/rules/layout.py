@@ -12,6 +12,7 @@ from stridelens.server.rules._helpers import (
     attr_name_range,
     call_from_attr_range,
     dot_attr_range,
+    enclosing,
     index_of,
     insert_at,
     make_finding,
@@ -266,14 +267,19 @@ def _write_target(stmt: ast.stmt) -> tuple[ast.Name, ast.AST] | None:
     return None
 
 
-def _bodies(analysis: Analysis) -> list[list[ast.stmt]]:
-    index = index_of(analysis)
-    return [analysis.tree.body, *[fn.body for fn in index.functions]]
-
-
 def check_write_through_view(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
-    for body in _bodies(analysis):
+    index = index_of(analysis)
+    scopes: set[ast.AST | None] = set()
+    for node, value in analysis.values.items():
+        if isinstance(node, ast.Name) and isinstance(value, TensorFact) and value.view_of and value.view_of != node.id:
+            scopes.add(enclosing(index, node, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    if not scopes:
+        return out
+    bodies = [fn.body for fn in index.functions if fn in scopes]
+    if None in scopes:
+        bodies.append(analysis.tree.body)
+    for body in bodies:
         statements = [s for s in walk_body(body) if isinstance(s, ast.stmt)]
         last_fact: dict[str, TensorFact] = {}
         for i, stmt in enumerate(statements):

@@ -68,6 +68,8 @@ def _called_without_grad(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunc
 def check_inference_without_no_grad(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
+    if not index.by_name.get("eval") and not any(_INFERENCE_FUNCTION.search(fn.name) for fn in index.functions):
+        return out
     torch_name = torch_alias(analysis)
     scopes: list[tuple[ast.AST | None, list[ast.stmt]]] = [(None, analysis.tree.body)]
     scopes += [(fn, fn.body) for fn in index.functions]

@@ -1,0 +1,150 @@
+"""Lint throughput and findings on real model code: timm and torchvision wheels.
+
+    python bench/lint_corpus.py [--skip-torchfix] [--torchfix-timeout S] [--jobs N]
+
+Downloads the wheels with `pip download --no-deps` into bench/_corpus/ (git-ignored),
+unzips them (never imports them), then times on each tree:
+  - a loop that only `ast.parse`s every file (the floor for any AST-based analyser),
+  - `stridelens check` on one core (`-j 1`) and on all cores,
+  - `torchfix` (installed into the current environment for the bench only, if it can be),
+and prints files, lines, seconds and ratios, then the findings per rule, every
+error-severity finding, and a sample of warnings to judge by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import glob
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "_corpus"
+PACKAGES = ("timm", "torchvision")
+BIN = Path(sys.executable).with_name("stridelens")
+
+
+def fetch() -> dict[str, Path]:
+    CORPUS.mkdir(exist_ok=True)
+    trees: dict[str, Path] = {}
+    for name in PACKAGES:
+        wheels = sorted(CORPUS.glob(f"{name}-*.whl"))
+        if not wheels:
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--no-deps", "-q", name, "-d", str(CORPUS)],
+                check=True,
+            )
+            wheels = sorted(CORPUS.glob(f"{name}-*.whl"))
+        wheel = wheels[-1]
+        target = CORPUS / wheel.name.removesuffix(".whl")
+        if not target.exists():
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(target)
+        trees[wheel.name.split("-")[0] + " " + wheel.name.split("-")[1]] = target / name
+    return trees
+
+
+def python_files(root: Path) -> list[str]:
+    return sorted(glob.glob(str(root / "**" / "*.py"), recursive=True))
+
+
+def parse_loop(files: list[str]) -> float:
+    start = time.perf_counter()
+    for path in files:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(data)
+    return time.perf_counter() - start
+
+
+def run_check(root: Path, jobs: int) -> tuple[float, list[dict]]:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [str(BIN), "check", str(root), "--format", "json", "-j", str(jobs), "--no-config"],
+        capture_output=True, text=True,
+    )
+    elapsed = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        print(proc.stderr, file=sys.stderr)
+    return elapsed, json.loads(proc.stdout or "[]")
+
+
+def ensure_torchfix() -> str | None:
+    exe = shutil.which("torchfix") or str(Path(sys.executable).with_name("torchfix"))
+    if os.path.exists(exe):
+        return exe
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "torchfix"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"torchfix could not be installed: {proc.stderr.strip().splitlines()[-1:]}")
+        return None
+    return exe if os.path.exists(exe) else shutil.which("torchfix")
+
+
+def run_torchfix(exe: str, root: Path, timeout: float) -> float | None:
+    start = time.perf_counter()
+    try:
+        subprocess.run([exe, str(root)], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--skip-torchfix", action="store_true")
+    parser.add_argument("--torchfix-timeout", type=float, default=900)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--sample", type=int, default=20)
+    args = parser.parse_args()
+
+    trees = fetch()
+    torchfix = None if args.skip_torchfix else ensure_torchfix()
+    all_findings: list[dict] = []
+    print(f"{'tree':<20} {'files':>6} {'lines':>8} {'parse s':>8} {'check 1c':>9} {'x parse':>8} "
+          f"{f'check {args.jobs}c':>9} {'x parse':>8} {'torchfix':>9} {'tf/check':>9}")
+    for label, root in trees.items():
+        files = python_files(root)
+        lines = 0
+        for path in files:
+            with open(path, "rb") as handle:
+                lines += handle.read().count(b"\n")
+        parse_s = min(parse_loop(files) for _ in range(2))
+        one_s, findings = run_check(root, 1)
+        many_s, _ = run_check(root, args.jobs)
+        all_findings.extend(findings)
+        tf = run_torchfix(torchfix, root, args.torchfix_timeout) if torchfix else None
+        tf_text = "skipped" if torchfix is None else (f"{tf:.1f}" if tf is not None else f">{args.torchfix_timeout:.0f}")
+        ratio = f"{tf / one_s:.0f}x" if tf else "-"
+        print(f"{label:<20} {len(files):>6} {lines:>8} {parse_s:>8.2f} {one_s:>9.2f} {one_s / parse_s:>7.1f}x "
+              f"{many_s:>9.2f} {many_s / parse_s:>7.1f}x {tf_text:>9} {ratio:>9}")
+
+    print("\nfindings per rule:")
+    counts = Counter(f["code"] for f in all_findings)
+    for code in sorted(counts):
+        print(f"  {code}: {counts[code]}")
+    errors = [f for f in all_findings if f["severity"] == "error"]
+    print(f"\nerror-severity findings: {len(errors)}")
+    for f in errors:
+        print(f"  {f['path']}:{f['line']}:{f['column']}: {f['code']} {f['message']}")
+    warn = [f for f in all_findings if f["severity"] == "warning"]
+    random.Random(0).shuffle(warn)
+    print(f"\nsample of {min(args.sample, len(warn))} of {len(warn)} warnings:")
+    for f in sorted(warn[: args.sample], key=lambda f: (f["path"], f["line"])):
+        print(f"  {f['path']}:{f['line']}:{f['column']}: {f['code']} {f['message'][:110]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
