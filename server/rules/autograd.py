@@ -94,12 +94,24 @@ def _backward_after_loop(analysis: Analysis, loop: ast.AST, names: set[str]) -> 
     return False
 
 
+def _in_training_code(analysis: Analysis, loop: ast.AST) -> bool:
+    """The loop, or the function holding it, runs backward or an optimizer step."""
+    index = index_of(analysis)
+    scope = enclosing_scope(index, loop)
+    body = scope.body if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else analysis.tree.body
+    from stridelens.server.rules._helpers import is_optimizer_step
+
+    return any(is_backward_call(n) or is_optimizer_step(n) for n in walk_body(body if isinstance(body, list) else []))
+
+
 def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
     seen: set[ast.AST] = set()
     for loop in index.loops:
         backwarded = _backwarded_names(loop)
+        if not _in_training_code(analysis, loop):
+            continue  # e.g. a forward collecting per-level outputs: the graph is wanted
         for node in walk_scope(loop):
             if not isinstance(node, ast.stmt) or node in seen:
                 continue
