@@ -424,9 +424,9 @@ class Interpreter:
         defaults = spec.defaults
         for param, default in zip(params[len(params) - len(defaults) :], defaults, strict=True):
             inner.env[param.arg] = self.eval(default, root)
-        for param, default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
-            if default is not None:
-                inner.env[param.arg] = self.eval(default, root)
+        for param, kw_default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
+            if kw_default is not None:
+                inner.env[param.arg] = self.eval(kw_default, root)
         for param, value in zip(params, args, strict=False):
             inner.env[param.arg] = value
         if spec.vararg is not None:

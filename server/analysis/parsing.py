@@ -8,6 +8,7 @@ line numbers and columns of every other statement stay exactly where they were.
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -39,8 +40,20 @@ def _opens_block(lines: list[str], index: int) -> bool:
     return False
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(source: str) -> list[str]:
+    """Lines as Python's tokenizer counts them (`str.splitlines` also breaks on form feeds,
+    U+2028 and friends, which would shift every position after them)."""
+    lines = _LINE_BREAK.split(source)
+    if lines and lines[-1] == "" and len(lines) > 1:
+        lines.pop()
+    return lines if source else []
+
+
 def parse_tolerant(source: str) -> ParseResult:
-    lines = source.splitlines()
+    lines = split_lines(source)
     broken: list[BrokenLine] = []
     work = list(lines)
     for _ in range(MAX_REPAIRS):

@@ -198,13 +198,14 @@ def cached_call(op: Any, args: list[Any], kwargs: dict[str, Any], thunk: Any) ->
         key = (op, torch.is_grad_enabled(), layout_key(args), layout_key(kwargs))
     except CannotReplay:
         return thunk()
-    hit = _cache.get(key, False)
-    if hit is not False and hit is not None:
+    seen = key in _cache
+    hit = _cache.get(key)
+    if hit is not None:
         shape, stride, dtype, grad = hit
         out = torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=grad)
         return out.clone() if grad else out  # non-leaf, like the real result
     out = thunk()
-    if hit is False and len(_cache) < _CACHE_LIMIT:
+    if not seen and len(_cache) < _CACHE_LIMIT:
         _cache[key] = _cacheable(out, args, kwargs)
     return out
 
