@@ -140,7 +140,9 @@ def _mb(n: int | None) -> str:
 def _name(analysis: Analysis, node: ast.AST | None) -> str:
     if node is None:
         return "the operand"
-    seg = ast.get_source_segment(analysis.source, node) or ast.unparse(node)
+    from stridelens.server.lsp.hover import source_segment
+
+    seg = source_segment(analysis, node)
     return seg if len(seg) <= 40 else seg[:37] + "..."
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from lsprotocol import types
 
 from stridelens.server.lsp import code_actions, hover, inlay_hints, lifecycle
@@ -18,6 +20,8 @@ def build_server() -> StridelensServer:
 
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: StridelensServer, params: types.InitializedParams) -> None:
+        ls._event_loop = asyncio.get_running_loop()
+        ls._event_loop.call_later(1.0, ls.start_torch)
         await ls.pull_configuration()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

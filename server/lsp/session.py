@@ -54,6 +54,7 @@ class StridelensServer(LanguageServer):
         self.root_uri: str | None = None
         self.exact_ready = False
         self.started = time.monotonic()
+        self._event_loop: asyncio.AbstractEventLoop | None = None
 
     # ---- settings -------------------------------------------------------------------
 
@@ -76,6 +77,10 @@ class StridelensServer(LanguageServer):
         base, more = merge_settings(base, params.initialization_options, "initializationOptions")
         self.base_settings = self.settings = base
         self.report(problems + more)
+
+    def start_torch(self) -> None:
+        """Import torch in the background: after the first symbolic answers (the import
+        holds the GIL for much of its ~3 s), or a second after `initialized` at the latest."""
         if self.settings.replay:
             self.worker.load_torch_in_background(self._torch_loaded)
 
@@ -103,7 +108,7 @@ class StridelensServer(LanguageServer):
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop | None:
-        return getattr(self, "_event_loop", None)
+        return self._event_loop
 
     def supports(self, path: str) -> bool:
         caps: Any = self.client_capabilities
@@ -216,6 +221,7 @@ class StridelensServer(LanguageServer):
             if not exact_on:
                 self.publish(state, symbolic.findings)
                 self.announce(state, symbolic)
+                self.start_torch()
                 return
             if previous is not None and previous.text != text:
                 carried = diagnostics.carry_over(previous.findings, split_lines(previous.text), state.lines)

@@ -1,0 +1,296 @@
+"""Language server latency: `stridelens serve` on a generated 3,000-line model file and on
+the examples, with jedi-language-server's hover series on the same positions as the anchor.
+
+    .venv/bin/pip install jedi-language-server   # the anchor, for this bench only
+    .venv/bin/python bench/lsp_latency.py [--lines 3000] [--hovers 200]
+
+Measured, each over stdio with a small JSON-RPC client:
+  - cold start: process start -> first publishDiagnostics (and -> exact diagnostics)
+  - hover p50/p95 over N identifier positions (after the exact pass)
+  - inlay hints for the whole file
+  - diagnostics after a one-character edit (didChange -> next publishDiagnostics)
+Targets (issue 4): hover p95 < 30 ms and not slower than the anchor; diagnostics after an
+edit < 150 ms on the 3,000-line file; first diagnostics < 2 s from process start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from generate_model import generate_model_source  # noqa: E402
+
+IDENT = re.compile(r"\b[A-Za-z_][A-Za-z_0-9]*\b")
+KEYWORDS = {"def", "class", "return", "for", "in", "with", "import", "from", "as", "self", "if", "else"}
+
+
+class Client:
+    """A minimal LSP client over a subprocess's stdio."""
+
+    def __init__(self, cmd: list[str], cwd: Path) -> None:
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd
+        )
+        self.next_id = 0
+        self.pending: dict[int, queue.Queue[Any]] = {}
+        self.notes: queue.Queue[tuple[float, dict[str, Any]]] = queue.Queue()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        while True:
+            length = 0
+            while True:
+                line = out.readline()
+                if not line:
+                    return
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+                elif line in (b"\r\n", b"\n"):
+                    break
+            msg = json.loads(out.read(length))
+            now = time.perf_counter()
+            if "method" in msg and "id" in msg:  # a request from the server
+                result: Any = None
+                if msg["method"] == "workspace/configuration":
+                    result = [None for _ in msg["params"]["items"]]
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            elif "method" in msg:
+                self.notes.put((now, msg))
+            elif msg.get("id") in self.pending:
+                self.pending.pop(msg["id"]).put(msg)
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        body = json.dumps(msg).encode()
+        with self.lock:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            self.proc.stdin.flush()
+
+    def request(self, method: str, params: Any, timeout: float = 60) -> Any:
+        self.next_id += 1
+        box: queue.Queue[Any] = queue.Queue()
+        self.pending[self.next_id] = box
+        self._send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        return box.get(timeout=timeout).get("result")
+
+    def notify(self, method: str, params: Any) -> None:
+        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def wait_note(self, method: str, pred: Any = None, timeout: float = 120) -> tuple[float, dict[str, Any]]:
+        deadline = time.perf_counter() + timeout
+        while True:
+            at, msg = self.notes.get(timeout=max(0.01, deadline - time.perf_counter()))
+            if msg["method"] == method and (pred is None or pred(msg["params"])):
+                return at, msg["params"]
+
+    def initialize(self, root: Path) -> None:
+        caps = {
+            "textDocument": {
+                "hover": {"contentFormat": ["markdown", "plaintext"]},
+                "inlayHint": {},
+                "publishDiagnostics": {"versionSupport": True},
+            },
+            "workspace": {"configuration": True},
+        }
+        self.request(
+            "initialize",
+            {"processId": os.getpid(), "rootUri": root.as_uri(), "capabilities": caps},
+        )
+        self.notify("initialized", {})
+
+    def open(self, uri: str, text: str) -> None:
+        self.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
+        )
+
+    def close(self) -> None:
+        try:
+            self.request("shutdown", None, timeout=10)
+            self.notify("exit", None)
+            self.proc.wait(5)
+        except Exception:  # noqa: BLE001 - the bench must not leave processes behind
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def positions(text: str, count: int) -> list[tuple[int, int]]:
+    found = []
+    for n, line in enumerate(text.splitlines()):
+        if line.lstrip().startswith("#"):
+            continue
+        for m in IDENT.finditer(line):
+            if m.group() not in KEYWORDS:
+                found.append((n, m.start() + 1))
+    step = max(1, len(found) // count)
+    return found[::step][:count]
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
+
+
+def hover_series(client: Client, uri: str, points: list[tuple[int, int]]) -> tuple[list[float], int]:
+    times, answered = [], 0
+    for line, col in points:
+        start = time.perf_counter()
+        result = client.request(
+            "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": line, "character": col}}
+        )
+        times.append((time.perf_counter() - start) * 1000)
+        answered += result is not None
+    return times, answered
+
+
+def bench_stridelens(path: Path, text: str, hovers: int, edit: bool) -> dict[str, Any]:
+    uri = path.as_uri()
+    client = Client([sys.executable, "-m", "stridelens", "serve"], path.parent)
+    out: dict[str, Any] = {}
+    try:
+        client.initialize(path.parent)
+        client.open(uri, text)
+        at, _ = client.wait_note("textDocument/publishDiagnostics", lambda p: p["uri"] == uri)
+        out["first_diagnostics_s"] = at - client.started
+        at, info = client.wait_note("stridelens/analyzed", lambda p: p["uri"] == uri and p["exact"])
+        out["exact_diagnostics_s"] = at - client.started
+        out["findings"] = info["findings"]
+        points = positions(text, hovers)
+        client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+        times, answered = hover_series(client, uri, points)
+        out["hover_ms"] = times
+        out["hover_answered"] = answered
+        lines = text.count("\n") + 1
+        inlay = []
+        for _ in range(5):
+            start = time.perf_counter()
+            hints = client.request(
+                "textDocument/inlayHint",
+                {"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": lines, "character": 0}}},
+            )
+            inlay.append((time.perf_counter() - start) * 1000)
+        out["inlay_ms"] = statistics.median(inlay)
+        out["inlay_hints"] = len(hints or [])
+        if edit:
+            out.update(edit_latency(client, uri, text))
+    finally:
+        client.close()
+    return out
+
+
+def edit_latency(client: Client, uri: str, text: str) -> dict[str, float]:
+    """One-character edits deep in the file: didChange -> next publishDiagnostics."""
+    lines = text.splitlines()
+    targets = [n for n, line in enumerate(lines) if "range(3)" in line][len(lines) // 400 :][:5]
+    first, exact = [], []
+    version = 1
+    for n in targets:
+        col = lines[n].index("range(3)") + len("range(")
+        version += 1
+        while not client.notes.empty():
+            client.notes.get_nowait()
+        start = time.perf_counter()
+        client.notify(
+            "textDocument/didChange",
+            {
+                "textDocument": {"uri": uri, "version": version},
+                "contentChanges": [
+                    {"range": {"start": {"line": n, "character": col}, "end": {"line": n, "character": col + 1}}, "text": "4"}
+                ],
+            },
+        )
+        at, _ = client.wait_note(
+            "textDocument/publishDiagnostics", lambda p, v=version: p["uri"] == uri and p.get("version") == v
+        )
+        first.append((at - start) * 1000)
+        at, _ = client.wait_note(
+            "stridelens/analyzed", lambda p, v=version: p["uri"] == uri and p["exact"] and p["version"] == v
+        )
+        exact.append((at - start) * 1000)
+    return {"edit_diagnostics_ms": statistics.median(first), "edit_exact_ms": statistics.median(exact)}
+
+
+def bench_jedi(path: Path, text: str, hovers: int) -> dict[str, Any] | None:
+    exe = Path(sys.executable).parent / "jedi-language-server"
+    if not exe.exists():
+        found = shutil.which("jedi-language-server")
+        if found is None:
+            return None
+        exe = Path(found)
+    uri = path.as_uri()
+    client = Client([str(exe)], path.parent)
+    try:
+        client.initialize(path.parent)
+        client.open(uri, text)
+        points = positions(text, hovers)
+        client.request("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+        times, answered = hover_series(client, uri, points)
+        return {"hover_ms": times, "hover_answered": answered}
+    finally:
+        client.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=3000)
+    parser.add_argument("--hovers", type=int, default=200)
+    parser.add_argument("--no-anchor", action="store_true", help="skip jedi-language-server")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="stridelens-lsp-bench-") as tmp:
+        model = Path(tmp) / "model.py"
+        text = generate_model_source(args.lines)
+        model.write_text(text, encoding="utf-8")
+        print(f"generated model file: {text.count(chr(10))} lines")
+        ours = bench_stridelens(model, text, args.hovers, edit=True)
+        h = ours["hover_ms"]
+        print(f"  cold start -> first publishDiagnostics   {ours['first_diagnostics_s']:.2f} s   (target < 2 s)")
+        print(f"  cold start -> exact diagnostics          {ours['exact_diagnostics_s']:.2f} s   ({ours['findings']} findings)")
+        print(f"  hover over {len(h)} positions             p50 {pct(h, .5):.1f} ms  p95 {pct(h, .95):.1f} ms"
+              f"   ({ours['hover_answered']} with a card; target p95 < 30 ms)")
+        print(f"  inlay hints, whole file                  {ours['inlay_ms']:.1f} ms   ({ours['inlay_hints']} hints)")
+        print(f"  diagnostics after a one-char edit        {ours['edit_diagnostics_ms']:.0f} ms   (target < 150 ms)")
+        print(f"  exact diagnostics after that edit        {ours['edit_exact_ms']:.0f} ms")
+        if not args.no_anchor:
+            anchor = bench_jedi(model, text, args.hovers)
+            if anchor is None:
+                print("  anchor: jedi-language-server not installed (pip install jedi-language-server)")
+            else:
+                a = anchor["hover_ms"]
+                print(f"  anchor jedi-language-server hover        p50 {pct(a, .5):.1f} ms  p95 {pct(a, .95):.1f} ms"
+                      f"   ({anchor['hover_answered']} answered)")
+                print(f"  ratio stridelens / jedi                  p50 {pct(h, .5) / pct(a, .5):.2f}  p95 {pct(h, .95) / pct(a, .95):.2f}")
+        print("examples:")
+        for example in sorted((ROOT / "examples").glob("*.py")):
+            if example.name == "demo.py":
+                continue
+            ex_text = example.read_text(encoding="utf-8")
+            r = bench_stridelens(example, ex_text, 50, edit=False)
+            eh = r["hover_ms"]
+            print(f"  {example.name:28s} first diag {r['first_diagnostics_s']:.2f} s  exact {r['exact_diagnostics_s']:.2f} s"
+                  f"  hover p50 {pct(eh, .5):.1f} ms p95 {pct(eh, .95):.1f} ms  inlay {r['inlay_ms']:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
