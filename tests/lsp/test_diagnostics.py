@@ -135,3 +135,39 @@ async def test_fix_all_through_apply_edit_passes_check(tmp_path: Path) -> None:
     if check_available():
         proc = run_check(path)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+async def test_edit_on_a_large_file_is_answered_from_its_block(lsp: Session, tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES.parent / "bench"))
+    from generate_model import generate_model_source
+
+    text = generate_model_source(600)
+    path = tmp_path / "model.py"
+    uri = path.as_uri()
+    lsp.open(uri, text)
+    before = await exact_diagnostics(lsp, uri, 1)
+    assert before
+    lines = text.splitlines()
+    n = [i for i, line in enumerate(lines) if "range(3)" in line][3]
+    lines[n] = lines[n].replace("range(3)", "range(4)")  # changes nothing the rules see
+    lines.insert(n, "    # a comment typed in the middle of the file")
+    edited = "\n".join(lines) + "\n"
+    published: list[list[tuple[str, int]]] = []
+    original = lsp.client.protocol.fm.features.get(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+
+    def record(params: types.PublishDiagnosticsParams) -> None:
+        if params.version == 2:
+            published.append([(str(d.code), d.range.start.line) for d in params.diagnostics])
+        lsp.client.diagnostics[params.uri] = params.diagnostics
+
+    lsp.client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
+    lsp.change_full(uri, edited, 2)
+    await lsp.wait_analyzed(uri, exact=True, version=2)
+    lsp.client.protocol.fm.features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = original
+    assert len(published) >= 2, "a provisional answer, then the exact one"
+    assert sorted(published[0]) == sorted(published[-1]), "the provisional answer was already right"
+    final = [(d.code, d.range.start.line) for d in lsp.diagnostics(uri)]
+    moved = [(d.code, d.range.start.line + (1 if d.range.start.line >= n else 0)) for d in before]
+    assert sorted(final) == sorted(moved)
