@@ -1,0 +1,111 @@
+// The fallback debugger: a `stridelens` debug type that runs debugpy's own adapter
+// (`python -m debugpy.adapter`) from the selected interpreter, for launching the current file
+// or attaching to a PID / host:port (loopback unless `allowRemote`).
+import * as vscode from "vscode";
+import { resolveInterpreter, run } from "./interpreter";
+
+const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
+
+export function isLoopback(host: string): boolean {
+  return LOOPBACK.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+export function registerFallbackDebugger(log: (m: string) => void): vscode.Disposable[] {
+  const provider: vscode.DebugConfigurationProvider = {
+    provideDebugConfigurations() {
+      return [
+        { type: "stridelens", request: "launch", name: "stridelens: current file", program: "${file}", console: "internalConsole" },
+        { type: "stridelens", request: "attach", name: "stridelens: attach to 127.0.0.1:5678", connect: { host: "127.0.0.1", port: 5678 } },
+      ];
+    },
+    async resolveDebugConfiguration(folder, config) {
+      if (!config.type && !config.request && !config.name) {
+        const ed = vscode.window.activeTextEditor;
+        if (!ed || ed.document.languageId !== "python") {
+          void vscode.window.showErrorMessage("stridelens: open a Python file to debug it.");
+          return undefined;
+        }
+        Object.assign(config, { type: "stridelens", request: "launch", name: "stridelens: current file", program: ed.document.uri.fsPath });
+      }
+      config.type = "stridelens";
+      if (config.request === "launch") {
+        config.console ??= "internalConsole";
+        config.cwd ??= folder?.uri.fsPath;
+      }
+      config.justMyCode ??= true;
+      config.subProcess ??= false;
+      if (!config.python) {
+        const res = config.program && !String(config.program).includes("${") ? vscode.Uri.file(config.program) : folder?.uri;
+        config.python = (await resolveInterpreter(res)).path;
+      }
+      if (config.request === "attach") {
+        if (config.connect) {
+          const host = String(config.connect.host ?? "127.0.0.1");
+          config.connect.host = host;
+          if (!isLoopback(host) && !config.allowRemote) {
+            void vscode.window.showErrorMessage(
+              `stridelens: ${host} is not a loopback address; debugpy runs code for whoever connects. Set "allowRemote": true to attach anyway.`,
+            );
+            return undefined;
+          }
+        } else if (config.processId === undefined) {
+          void vscode.window.showErrorMessage('stridelens: an attach configuration needs "connect": {"host", "port"} or "processId".');
+          return undefined;
+        }
+      }
+      return config;
+    },
+    resolveDebugConfigurationWithSubstitutedVariables(_folder, config) {
+      if (typeof config.processId === "string" && /^\d+$/.test(config.processId)) config.processId = Number(config.processId);
+      if (config.python && typeof config.python === "string") config.python = [config.python];
+      return config;
+    },
+  };
+  const factory: vscode.DebugAdapterDescriptorFactory = {
+    async createDebugAdapterDescriptor(session) {
+      const py = Array.isArray(session.configuration.python) ? session.configuration.python[0] : session.configuration.python;
+      const python = py || (await resolveInterpreter(session.workspaceFolder?.uri)).path;
+      const check = await run(python, ["-c", "import debugpy, sys; print(debugpy.__version__)"], 20_000);
+      if (check.code !== 0) {
+        throw new Error(`debugpy is not installed in ${python}. Install it with: ${python} -m pip install debugpy`);
+      }
+      log(`fallback debugger: ${python} -m debugpy.adapter (debugpy ${check.stdout.trim()})`);
+      return new vscode.DebugAdapterExecutable(python, ["-m", "debugpy.adapter"], { env: { PYDEVD_DISABLE_FILE_VALIDATION: "1" } });
+    },
+  };
+  return [
+    vscode.debug.registerDebugConfigurationProvider("stridelens", provider),
+    vscode.debug.registerDebugConfigurationProvider("stridelens", { provideDebugConfigurations: provider.provideDebugConfigurations }, vscode.DebugConfigurationProviderTriggerKind.Dynamic),
+    vscode.debug.registerDebugAdapterDescriptorFactory("stridelens", factory),
+    vscode.commands.registerCommand("stridelens.debugCurrentFile", async () => {
+      const ed = vscode.window.activeTextEditor;
+      if (!ed || ed.document.languageId !== "python") {
+        return void vscode.window.showErrorMessage("stridelens: open a Python file to debug it.");
+      }
+      if (ed.document.isDirty) await ed.document.save();
+      const folder = vscode.workspace.getWorkspaceFolder(ed.document.uri);
+      await vscode.debug.startDebugging(folder, {
+        type: "stridelens", request: "launch", name: `stridelens: ${ed.document.fileName.split(/[\\/]/).pop()}`,
+        program: ed.document.uri.fsPath, console: "internalConsole",
+      });
+    }),
+    vscode.commands.registerCommand("stridelens.attach", async () => {
+      const target = await vscode.window.showInputBox({
+        title: "stridelens: attach",
+        prompt: "A PID (debugpy is injected with gdb) or HOST:PORT of a process running debugpy.listen()",
+        placeHolder: "12345 or 127.0.0.1:5678",
+        validateInput: (v) => (/^\d+$/.test(v.trim()) || /^[\w.\-[\]:]+:\d+$/.test(v.trim()) ? undefined : "a PID or HOST:PORT"),
+      });
+      if (!target) return;
+      const t = target.trim();
+      const folder = vscode.workspace.workspaceFolders?.[0];
+      const cfg: vscode.DebugConfiguration = /^\d+$/.test(t)
+        ? { type: "stridelens", request: "attach", name: `stridelens: PID ${t}`, processId: Number(t) }
+        : (() => {
+            const i = t.lastIndexOf(":");
+            return { type: "stridelens", request: "attach", name: `stridelens: ${t}`, connect: { host: t.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(t.slice(i + 1)) } };
+          })();
+      await vscode.debug.startDebugging(folder, cfg);
+    }),
+  ];
+}

@@ -1,0 +1,96 @@
+import * as vscode from "vscode";
+import * as fs from "node:fs";
+import { ServerManager } from "./client";
+import { registerFallbackDebugger } from "./debug";
+import { resolveInterpreter, run } from "./interpreter";
+import { RuntimeController } from "./runtime/controller";
+import type { StaticFacts } from "./runtime/facts";
+import { MemoryPanel } from "./runtime/panel";
+
+let manager: ServerManager | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel("stridelens");
+  const log = (m: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${m}`);
+  manager = new ServerManager(output);
+  context.subscriptions.push(output, manager);
+
+  // The probe source comes from the installed package (never duplicated here); read once per interpreter.
+  const probeCache = new Map<string, Promise<string>>();
+  const probeSource = async (): Promise<string> => {
+    const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
+    let p = probeCache.get(python);
+    if (!p) {
+      p = (async () => {
+        const file = manager?.info && manager.interpreter?.path === python ? manager.info.probeFile : undefined;
+        if (file) return fs.promises.readFile(file, "utf8");
+        const r = await run(python, ["-c", "import stridelens.inspector.probe as p; print(p.__file__)"], 30_000);
+        if (r.code !== 0) throw new Error(`stridelens is not importable in ${python}: ${r.stderr.trim().split("\n").pop()}`);
+        return fs.promises.readFile(r.stdout.trim().split("\n").pop()!, "utf8");
+      })();
+      p.catch(() => probeCache.delete(python));
+      probeCache.set(python, p);
+    }
+    return p;
+  };
+
+  // What the static analysis expects at binding sites: `stridelens explain --format json`, cached per file state.
+  const explainCache = new Map<string, Promise<(StaticFacts | null)[] | undefined>>();
+  const staticFacts = async (path: string, positions: { line: number; character: number }[]) => {
+    const st = await fs.promises.stat(path).catch(() => undefined);
+    if (!st) return undefined;
+    const specs = positions.map((p) => `${path}:${p.line + 1}:${p.character + 1}`);
+    const key = `${st.mtimeMs}|${specs.join(",")}`;
+    let p = explainCache.get(key);
+    if (!p) {
+      p = (async () => {
+        const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
+        const t0 = Date.now();
+        const r = await run(python, ["-m", "stridelens", "explain", ...specs, "--format", "json"], 120_000);
+        try {
+          const out = JSON.parse(r.stdout);
+          const arr = Array.isArray(out) ? out : [out];
+          log(`static expectations for ${specs.length} names (${Date.now() - t0} ms)`);
+          return arr as (StaticFacts | null)[];
+        } catch {
+          log(`stridelens explain failed: ${r.stderr.trim().split("\n").slice(-2).join(" / ")}`);
+          return undefined;
+        }
+      })();
+      if (explainCache.size > 32) explainCache.clear();
+      explainCache.set(key, p);
+    }
+    return p;
+  };
+
+  const runtime = new RuntimeController({ log, probeSource, staticFacts });
+  context.subscriptions.push(runtime, ...registerFallbackDebugger(log));
+
+  context.subscriptions.push(
+    vscode.commands.registerCommand("stridelens.restartServer", () => manager?.restart()),
+    vscode.commands.registerCommand("stridelens.showOutput", () => output.show(true)),
+    vscode.commands.registerCommand("stridelens.showTensorMemory", () => MemoryPanel.show(runtime, log)),
+    vscode.commands.registerCommand("stridelens.refreshRuntimeFacts", () => runtime.scheduleRefresh(0)),
+    vscode.commands.registerCommand("stridelens.applyAllFixes", async () => {
+      const ed = vscode.window.activeTextEditor;
+      const client = manager?.client;
+      if (!ed || !client) return;
+      await client.sendRequest("workspace/executeCommand", { command: "stridelens.fixAll", arguments: [ed.document.uri.toString()] });
+    }),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration("stridelens.interpreter") || e.affectsConfiguration("stridelens.useInterpreterFromPythonExtension")) {
+        void manager?.restart();
+      }
+    }),
+  );
+  const py = vscode.extensions.getExtension("ms-python.python");
+  const api: any = py?.isActive ? py.exports : undefined;
+  if (api?.environments?.onDidChangeActiveEnvironmentPath) {
+    context.subscriptions.push(api.environments.onDidChangeActiveEnvironmentPath(() => manager?.restart()));
+  }
+  void manager.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await manager?.stop();
+}

@@ -1,0 +1,166 @@
+// Formatting of runtime facts (inline text, hover card), and the comparison with the static
+// analysis. Pure: no VS Code imports, unit-tested.
+import type { ChainNode, Describe, Member, StaticFacts } from "./facts";
+
+export function humanBytes(n: number | null | undefined): string {
+  if (n === null || n === undefined || !Number.isFinite(n)) return "?";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n;
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+}
+
+/** A Python tuple: (2, 2), (12,), (). */
+export function tuple(xs: readonly (number | string)[] | null | undefined): string {
+  if (!xs) return "?";
+  if (xs.length === 1) return `(${xs[0]},)`;
+  return `(${xs.join(", ")})`;
+}
+
+/** The facts one inline line or card shows, in order (shape first). */
+export interface RuntimeLike {
+  shape: number[] | null;
+  dtype: string;
+  device?: string | null;
+  strides: number[] | null;
+  storage_offset: number | null;
+  contiguous: boolean | null;
+  is_view?: boolean;
+  view_of?: string | null;
+  grad_fn: string | null;
+}
+
+export interface Mismatch {
+  fact: "shape" | "dtype" | "device" | "strides" | "offset" | "contiguous";
+  runtime: string;
+  expected: string;
+}
+
+function sameSeq(a: readonly (number | string)[], b: readonly (number | string)[]): boolean {
+  if (a.length !== b.length) return false;
+  // A symbolic dimension (a string such as "B") matches anything.
+  return a.every((x, i) => typeof b[i] !== "number" || typeof x !== "number" || x === b[i]);
+}
+
+/** Facts where runtime and static analysis disagree (unknown static facts never disagree). */
+export function compareWithStatic(rt: RuntimeLike, st: StaticFacts | null | undefined): Mismatch[] {
+  if (!st) return [];
+  const out: Mismatch[] = [];
+  if (st.shape && rt.shape && !sameSeq(rt.shape, st.shape)) {
+    out.push({ fact: "shape", runtime: tuple(rt.shape), expected: tuple(st.shape) });
+  }
+  if (st.dtype && rt.dtype && st.dtype !== rt.dtype) {
+    out.push({ fact: "dtype", runtime: rt.dtype, expected: st.dtype });
+  }
+  if (st.device && rt.device && st.device !== rt.device && !(st.device === "cuda" && rt.device.startsWith("cuda"))) {
+    out.push({ fact: "device", runtime: rt.device, expected: st.device });
+  }
+  if (st.strides && rt.strides && !sameSeq(rt.strides, st.strides)) {
+    out.push({ fact: "strides", runtime: tuple(rt.strides), expected: tuple(st.strides) });
+  }
+  if (typeof st.storage_offset === "number" && typeof rt.storage_offset === "number" && st.storage_offset !== rt.storage_offset) {
+    out.push({ fact: "offset", runtime: String(rt.storage_offset), expected: String(st.storage_offset) });
+  }
+  if (typeof st.contiguous === "boolean" && typeof rt.contiguous === "boolean" && st.contiguous !== rt.contiguous) {
+    out.push({
+      fact: "contiguous",
+      runtime: rt.contiguous ? "contiguous" : "non-contiguous",
+      expected: st.contiguous ? "contiguous" : "non-contiguous",
+    });
+  }
+  return out;
+}
+
+export const MISMATCH_MARK = "⚠";
+
+/** The facts as short parts: shape · dtype · device · strides · offset · contiguity · view-of · grad_fn. */
+export function factParts(rt: RuntimeLike, mismatches: Mismatch[] = []): string[] {
+  const bad = new Map(mismatches.map((m) => [m.fact, m]));
+  const mark = (fact: Mismatch["fact"], text: string): string => {
+    const m = bad.get(fact);
+    return m ? `${MISMATCH_MARK}${text} (static: ${m.expected})` : text;
+  };
+  const parts = [mark("shape", tuple(rt.shape)), mark("dtype", rt.dtype)];
+  if (rt.device) parts.push(mark("device", rt.device));
+  if (rt.strides) parts.push(mark("strides", `strides ${tuple(rt.strides)}`));
+  if (rt.storage_offset !== null && rt.storage_offset !== undefined) {
+    parts.push(mark("offset", `offset ${rt.storage_offset}`));
+  }
+  if (rt.contiguous !== null && rt.contiguous !== undefined) {
+    parts.push(mark("contiguous", rt.contiguous ? "contiguous" : "non-contiguous"));
+  }
+  if (rt.view_of) parts.push(`view of ${rt.view_of}`);
+  else if (rt.is_view) parts.push("view");
+  if (rt.grad_fn) parts.push(`grad_fn ${rt.grad_fn}`);
+  return parts;
+}
+
+/** One tensor variable's inline text: `b: (2, 2) · float32 · cpu · strides (4, 1) · …`. */
+export function inlineText(name: string, member: Member, device: string | null, st?: StaticFacts | null): { text: string; mismatches: Mismatch[] } {
+  const rt: RuntimeLike = { ...member, device };
+  const mismatches = compareWithStatic(rt, st);
+  return { text: `${name}: ${factParts(rt, mismatches).join(" · ")}`, mismatches };
+}
+
+/** Several variables on one line, each trimmed so the line stays readable. */
+export function joinInline(texts: string[], maxLength = 240): string {
+  const joined = texts.join("   ");
+  return joined.length <= maxLength ? joined : joined.slice(0, maxLength - 1) + "…";
+}
+
+export function chainLines(chain: ChainNode[], limit = 12): string[] {
+  const lines = chain.slice(0, limit).map((n) => `${"  ".repeat(n.depth)}${n.name}${n.next.length ? ` → ${n.next.join(", ")}` : ""}`);
+  if (chain.length > limit) lines.push(`… ${chain.length - limit} more`);
+  return lines;
+}
+
+function md(text: string): string {
+  return text.replace(/([\\`*_{}[\]<>|])/g, "\\$1");
+}
+
+/** The runtime card (markdown) for a hover on `expr`. */
+export function hoverMarkdown(expr: string, d: Describe, st?: StaticFacts | null): string {
+  const mismatches = compareWithStatic(d, st);
+  const rows: [string, string][] = [];
+  const bad = new Map(mismatches.map((m) => [m.fact, m]));
+  const cell = (fact: Mismatch["fact"], text: string) => {
+    const m = bad.get(fact);
+    return m ? `${MISMATCH_MARK} ${text} (static analysis expected ${m.expected})` : text;
+  };
+  rows.push(["shape", cell("shape", tuple(d.shape))]);
+  rows.push(["dtype", cell("dtype", d.dtype)]);
+  rows.push(["device", cell("device", d.device)]);
+  if (d.strides) rows.push(["strides", cell("strides", tuple(d.strides))]);
+  if (d.storage_offset !== null) rows.push(["storage offset", cell("offset", String(d.storage_offset))]);
+  if (d.contiguous !== null) rows.push(["contiguous", cell("contiguous", d.contiguous ? "yes" : "no (non-contiguous)")]);
+  if (d.memory_format && d.memory_format !== "contiguous") rows.push(["memory format", d.memory_format]);
+  rows.push(["size", `${d.numel} × ${d.element_size} B = ${humanBytes(d.nbytes)}`]);
+  if (d.storage_bytes !== null) rows.push(["storage", `${humanBytes(d.storage_bytes)}${d.storage_key ? ` (${d.storage_key})` : ""}`]);
+  if (d.is_view) {
+    rows.push(["view of", d.base ? `a tensor of shape ${tuple(d.base.shape)}` : "another tensor"]);
+  }
+  const grad: string[] = [];
+  grad.push(d.requires_grad ? "requires_grad" : "no grad");
+  if (d.requires_grad) grad.push(d.is_leaf ? "leaf" : "non-leaf");
+  if (d.retains_grad) grad.push("retains_grad");
+  if (d.grad) grad.push(`.grad ${tuple(d.grad.shape)} ${humanBytes(d.grad.nbytes)}`);
+  rows.push(["autograd", grad.join(", ")]);
+  if (d.grad_fn) rows.push(["grad_fn", d.grad_fn]);
+  if (d.graph) rows.push(["graph", `${d.graph.nodes} nodes, ${d.graph.saved_tensors} saved tensors, ${humanBytes(d.graph.saved_bytes)} saved`]);
+  if (d.version !== null && d.version !== undefined) rows.push(["version", String(d.version)]);
+  const lines = [`**stridelens · runtime** \`${expr.replace(/`/g, "'")}\``, "", "| | |", "|---|---|"];
+  for (const [k, v] of rows) lines.push(`| ${k} | ${md(v)} |`);
+  if (d.grad_fn_chain.length) {
+    lines.push("", "grad_fn chain:", "```", ...chainLines(d.grad_fn_chain, 8), "```");
+  }
+  const notes = [...new Set(d.notes)];
+  if (notes.length) {
+    lines.push("");
+    for (const n of notes) lines.push(`- ${md(n)}`);
+  }
+  return lines.join("\n");
+}

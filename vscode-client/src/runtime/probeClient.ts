@@ -1,0 +1,108 @@
+// The probe inside a stopped debuggee: injected once per debuggee through DAP `evaluate`
+// (one `exec(compile(...))` into the private module `_stridelens_probe`, as
+// stridelens.inspector.session does), then called by short expressions. Never evaluates
+// while the debuggee runs: every call checks the session's stopped state (and its epoch).
+import * as vscode from "vscode";
+import { createHash } from "node:crypto";
+import type { Describe, FrameReport, ProcessReport } from "./facts";
+import { parseProbeAnswer, pythonString, unquotePythonRepr } from "./pyliteral";
+import { isSafeExpression } from "./safety";
+
+export const PRIVATE_NAME = "_stridelens_probe";
+const PROBE = `__import__('sys').modules[${pythonString(PRIVATE_NAME)}]`;
+export const PIN_MIN_BYTES = 1 << 20;
+
+export class NotStopped extends Error {
+  constructor() {
+    super("the debuggee is running: runtime facts are read only while it is stopped");
+  }
+}
+
+export interface StopState {
+  stopped: boolean;
+  epoch: number; // bumped on every resume: answers from an older stop are dropped
+  threadId?: number;
+}
+
+export class ProbeClient {
+  private injected: Promise<void> | undefined;
+  target: Record<string, unknown> | undefined;
+
+  constructor(
+    readonly session: vscode.DebugSession,
+    readonly state: StopState,
+    private readonly probeSource: () => Promise<string>,
+    private readonly log: (msg: string) => void,
+  ) {}
+
+  private async evaluate(expression: string, frameId: number, epoch: number): Promise<string> {
+    if (!this.state.stopped || this.state.epoch !== epoch) throw new NotStopped();
+    const body = await this.session.customRequest("evaluate", {
+      expression,
+      frameId,
+      context: "repl",
+      format: { rawString: true },
+    });
+    if (!this.state.stopped || this.state.epoch !== epoch) throw new NotStopped();
+    return String(body?.result ?? "");
+  }
+
+  /** Inject once per debuggee: a probe already there with the same source id is reused. */
+  ensure(frameId: number, epoch: number): Promise<void> {
+    if (!this.injected) {
+      this.injected = this.inject(frameId, epoch).catch((e) => {
+        this.injected = undefined;
+        throw e;
+      });
+    }
+    return this.injected;
+  }
+
+  private async inject(frameId: number, epoch: number): Promise<void> {
+    let src = await this.probeSource();
+    const digest = createHash("sha1").update(src, "utf8").digest("hex").slice(0, 16);
+    const have = unquotePythonRepr(
+      await this.evaluate(`getattr(__import__('sys').modules.get(${pythonString(PRIVATE_NAME)}), 'SOURCE_ID', None)`, frameId, epoch),
+    );
+    if (have !== digest) {
+      src += `\nSOURCE_ID = ${pythonString(digest)}\n`;
+      const t0 = Date.now();
+      await this.evaluate(
+        `exec(compile(${pythonString(src)}, '<stridelens-probe>', 'exec'), ` +
+          `__import__('sys').modules.setdefault(${pythonString(PRIVATE_NAME)}, __import__('types').ModuleType(${pythonString(PRIVATE_NAME)})).__dict__)`,
+        frameId,
+        epoch,
+      );
+      this.log(`probe injected into the debuggee (${Date.now() - t0} ms)`);
+    }
+    this.target = await this.callRaw<Record<string, unknown>>("setup_json()", frameId, epoch);
+    this.log(`debuggee: ${JSON.stringify(this.target)}`);
+  }
+
+  private async callRaw<T>(call: string, frameId: number, epoch: number): Promise<T> {
+    const raw = await this.evaluate(`${PROBE}.${call}`, frameId, epoch);
+    const ans = parseProbeAnswer<T>(raw);
+    if (!ans.ok) throw new Error(ans.error);
+    return ans.result;
+  }
+
+  async call<T>(call: string, frameId: number): Promise<T> {
+    const epoch = this.state.epoch;
+    await this.ensure(frameId, epoch);
+    return this.callRaw<T>(call, frameId, epoch);
+  }
+
+  frameReport(frameId: number): Promise<FrameReport> {
+    return this.call<FrameReport>("frame_report_json(locals())", frameId);
+  }
+
+  processReport(frameId: number, top = 20): Promise<ProcessReport> {
+    return this.call<ProcessReport>(`process_report_json(${top | 0}, ${PIN_MIN_BYTES}, locals())`, frameId);
+  }
+
+  /** Only side-effect-free expressions (names, attributes, literal subscripts). */
+  describe(expr: string, frameId: number): Promise<Describe> {
+    if (!isSafeExpression(expr)) return Promise.reject(new Error(`not evaluated (not a plain name/attribute/subscript): ${expr}`));
+    return this.call<Describe>(`describe_expr_json(${pythonString(expr)}, globals(), locals())`, frameId);
+  }
+}

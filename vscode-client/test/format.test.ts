@@ -1,0 +1,73 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { compareWithStatic, factParts, hoverMarkdown, humanBytes, inlineText, joinInline, tuple } from "../src/runtime/format";
+import type { Describe, Member } from "../src/runtime/facts";
+
+const b: Member = {
+  name: "b", shape: [2, 2], dtype: "float32", strides: [4, 1], storage_offset: 5, contiguous: false,
+  nbytes: 16, requires_grad: false, grad_fn: null, version: 0, is_view: true, view_of: "a",
+};
+
+test("tuples print like Python", () => {
+  assert.equal(tuple([2, 2]), "(2, 2)");
+  assert.equal(tuple([12]), "(12,)");
+  assert.equal(tuple([]), "()");
+  assert.equal(tuple(null), "?");
+});
+
+test("bytes are human", () => {
+  assert.equal(humanBytes(512), "512 B");
+  assert.equal(humanBytes(7884800), "7.5 MiB");
+  assert.equal(humanBytes(null), "?");
+});
+
+test("inline text leads with the shape, in the documented order", () => {
+  const { text, mismatches } = inlineText("b", b, "cpu");
+  assert.equal(text, "b: (2, 2) · float32 · cpu · strides (4, 1) · offset 5 · non-contiguous · view of a");
+  assert.deepEqual(mismatches, []);
+});
+
+test("grad_fn comes last", () => {
+  const parts = factParts({ ...b, view_of: null, is_view: false, contiguous: true, grad_fn: "MulBackward0", device: "cuda:0" });
+  assert.deepEqual(parts, ["(2, 2)", "float32", "cuda:0", "strides (4, 1)", "offset 5", "contiguous", "grad_fn MulBackward0"]);
+});
+
+test("facts that differ from the static analysis are marked", () => {
+  const st = { shape: [2, 2], dtype: "float32", device: "cpu", strides: [1, 4], storage_offset: 5, contiguous: true };
+  const { text, mismatches } = inlineText("b", b, "cpu", st);
+  assert.deepEqual(mismatches.map((m) => m.fact), ["strides", "contiguous"]);
+  assert.match(text, /⚠strides \(4, 1\) \(static: \(1, 4\)\)/);
+  assert.match(text, /⚠non-contiguous \(static: contiguous\)/);
+  assert.ok(!text.includes("⚠(2, 2)"));
+});
+
+test("unknown or symbolic static facts never count as differences", () => {
+  assert.deepEqual(compareWithStatic({ ...b, device: "cpu" }, { shape: ["B", 2], dtype: null, device: null, strides: null, storage_offset: null, contiguous: null }), []);
+  assert.deepEqual(compareWithStatic({ ...b, device: "cuda:1" }, { shape: null, dtype: null, device: "cuda", strides: null, storage_offset: null, contiguous: null }), []);
+  assert.deepEqual(compareWithStatic({ ...b, device: "cpu" }, null), []);
+  assert.equal(compareWithStatic({ ...b, device: "cpu" }, { shape: [3, 2], dtype: null, device: null, strides: null, storage_offset: null, contiguous: null }).length, 1);
+});
+
+test("long lines are cut", () => {
+  const s = joinInline(["x".repeat(200), "y".repeat(200)], 100);
+  assert.equal(s.length, 100);
+  assert.ok(s.endsWith("…"));
+});
+
+test("hover card has the facts, the chain and the notes", () => {
+  const d: Describe = {
+    type: "Tensor", shape: [], dtype: "float32", device: "cpu", layout: "strided", memory_format: "contiguous",
+    strides: [], storage_offset: 0, contiguous: true, numel: 1, element_size: 4, nbytes: 4,
+    storage_key: "cpu@0x1", storage_bytes: 512, notes: ["a | note"], is_view: false, base: null, version: 0,
+    requires_grad: true, is_leaf: false, retains_grad: false, grad: null, grad_fn: "MseLossBackward0",
+    grad_fn_chain: [{ name: "MseLossBackward0", depth: 0, next: ["AddmmBackward0"] }, { name: "AddmmBackward0", depth: 1, next: [] }],
+    graph: { nodes: 6, saved_tensors: 5, saved_storages: 4, saved_bytes: 394240, problems: [] }, cuda: null, stats: null,
+  };
+  const m = hoverMarkdown("losses[0]", d);
+  assert.match(m, /\*\*stridelens · runtime\*\* `losses\[0\]`/);
+  assert.match(m, /\| shape \| \(\) \|/);
+  assert.match(m, /\| grad_fn \| MseLossBackward0 \|/);
+  assert.match(m, /MseLossBackward0 → AddmmBackward0\n  AddmmBackward0/);
+  assert.match(m, /385\.0 KiB saved/);
+  assert.match(m, /- a \\\| note/);
+});

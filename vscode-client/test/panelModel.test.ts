@@ -1,0 +1,84 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { buildPanelModel, findSourceLines, storageStrip, tensorDetail } from "../src/runtime/panelModel";
+import type { FrameReport, ProcessReport } from "../src/runtime/facts";
+
+const SRC = `import torch
+losses = []
+for step in range(20):
+    loss = f(x)
+    losses.append(loss)  # the leak
+mean = sum(v.item() for v in losses) / len(losses)
+`;
+
+test("source lines that bind or grow a name", () => {
+  assert.deepEqual(findSourceLines("losses", SRC).map((r) => r.line), [2, 5]);
+  assert.deepEqual(findSourceLines("loss", SRC).map((r) => r.line), [4]);
+  assert.deepEqual(findSourceLines("step", SRC).map((r) => r.line), [3]);
+  assert.deepEqual(findSourceLines("an unnamed list", SRC), []);
+  assert.deepEqual(findSourceLines("self.cache", "self.cache = {}\nself.cache[k] = v\n").map((r) => r.line), [1, 2]);
+  assert.deepEqual(findSourceLines("x", "x == 1\ny = x\nx += 1\n").map((r) => r.line), [3]);
+});
+
+const proc: ProcessReport = {
+  tensor_count: 108, storage_count: 108,
+  devices: [{ device: "cpu", storages: 108, tensors: 108, bytes: 8951816, graph_only_bytes: 0 }],
+  top: [{ storage_key: "cpu@1", device: "cpu", bytes: 524288, tensors: 1, names: ["model.0.weight"], unnamed: 0, saved_by_graph: false },
+    { storage_key: "cpu@2", device: "cpu", bytes: 262144, tensors: 1, names: [], unnamed: 1, saved_by_graph: true }],
+  findings: [
+    { kind: "retained_grad", tensor: "h", bytes: 10, message: "h (non-leaf) retains its grad: 10 B" },
+    { kind: "graph_kept_alive", container: "losses", container_type: "list", length: 20, bytes: 7884800,
+      message: "losses (list of 20) keeps 20 autograd graphs alive holding 7.5 MiB of saved tensors; store .item() or .detach() instead" },
+  ],
+};
+const frame: FrameReport = {
+  groups: [{ storage_key: "cpu@3", device: "cpu", storage_bytes: 48, summary: "a, b share one storage", tensors: [
+    { name: "a", shape: [3, 4], dtype: "float32", strides: [4, 1], storage_offset: 0, contiguous: true, nbytes: 48, requires_grad: false, grad_fn: null, version: 0, is_view: false, view_of: null },
+    { name: "b", shape: [2, 2], dtype: "float32", strides: [4, 1], storage_offset: 5, contiguous: false, nbytes: 16, requires_grad: false, grad_fn: null, version: 0, is_view: true, view_of: "a" },
+  ] }],
+  no_storage: [], tensor_count: 2, total_bytes: 48,
+};
+
+test("the panel model: devices, top, findings first by size with source links, groups", () => {
+  const m = buildPanelModel(proc, frame, { path: "/w/leaky_losses.py", line: 26 }, SRC);
+  assert.equal(m.title, "leaky_losses.py:26");
+  assert.deepEqual(m.devices.map((d) => [d.device, d.human]), [["cpu", "8.5 MiB"]]);
+  assert.equal(m.totals.tensors, 108);
+  assert.equal(m.findings[0].title, "losses");
+  assert.equal(m.findings[0].human, "7.5 MiB");
+  assert.deepEqual(m.findings[0].refs.map((r) => r.line), [2, 5]);
+  assert.equal(m.top[0].label, "model.0.weight");
+  assert.equal(m.top[1].label, "1 unnamed");
+  assert.ok(m.top[1].savedByGraph);
+  assert.deepEqual(m.tensors, ["a", "b"]);
+  assert.match(m.groups[0].tensors[1].label, /b: \(2, 2\) float32 strides \(4, 1\) offset 5 non-contiguous view of a/);
+});
+
+test("the storage strip highlights what a view reads", () => {
+  const s = storageStrip([2, 2], [4, 1], 5, 12);
+  assert.deepEqual(s.read, [5, 6, 9, 10]);
+  assert.equal(s.cells, 12);
+  assert.equal(s.readCount, 4);
+  assert.ok(!s.truncated);
+  const t = storageStrip([4, 6], [1, 4], 0, 24); // a transpose reads everything
+  assert.equal(t.read.length, 24);
+  const e = storageStrip([3, 5], [1, 0], 0, 3); // expand: stride 0
+  assert.deepEqual(e.read, [0, 1, 2]);
+  const big = storageStrip([1000, 1000], [1000, 1], 0, 1_000_000, 64);
+  assert.equal(big.cells, 64);
+  assert.ok(big.truncated);
+  assert.equal(big.read.length, 64);
+  assert.deepEqual(storageStrip([0, 3], [3, 1], 0, 0).read, []);
+});
+
+test("tensor detail: strip and chain", () => {
+  const d = tensorDetail("b", {
+    type: "Tensor", shape: [2, 2], dtype: "float32", device: "cpu", layout: "strided", memory_format: null, strides: [4, 1],
+    storage_offset: 5, contiguous: false, numel: 4, element_size: 4, nbytes: 16, storage_key: "k", storage_bytes: 48, notes: [],
+    is_view: true, base: { shape: [3, 4], storage_offset: 0 }, version: 0, requires_grad: false, is_leaf: true, retains_grad: false,
+    grad: null, grad_fn: null, grad_fn_chain: [], graph: null, cuda: null, stats: null,
+  });
+  assert.deepEqual(d.strip?.read, [5, 6, 9, 10]);
+  assert.equal(d.strip?.total, 12);
+  assert.match(d.facts, /strides \(4, 1\) · offset 5 · non-contiguous/);
+});
