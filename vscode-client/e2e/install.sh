@@ -41,4 +41,5 @@ if [ ! -x "$CS/node_modules/.bin/code-server" ] || [ "$(cat "$CS/.version" 2>/de
   echo "$CS_VERSION" > "$CS/.version"
   rm -rf "$CACHE/tmp-install"
 fi
-echo "e2e: code-server $("$CS/node_modules/.bin/code-server" --version 2>/dev/null | head -1)"
+# code-server writes a config (with a password) under $XDG_CONFIG_HOME: keep it in the cache.
+echo "e2e: code-server $(XDG_CONFIG_HOME="$CACHE/xdg" XDG_DATA_HOME="$CACHE/xdg" "$CS/node_modules/.bin/code-server" --version 2>/dev/null | grep -v ' info ' | head -1)"

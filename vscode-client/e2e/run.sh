@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# End-to-end: package the extension, install it into code-server 4.100.3, and drive the
+# scenario (static hover, SL101 quick fix, fallback debugger + runtime facts + memory panel)
+# in Debian's chromium. Everything installed is cached under vscode-client/.e2e/; screenshots
+# land in vscode-client/e2e-artifacts/. Leaves no process behind.
+set -euo pipefail
+CLIENT="$(cd "$(dirname "$0")/.." && pwd)"
+REPO="$(cd "$CLIENT/.." && pwd)"
+PYTHON="${STRIDELENS_PYTHON:-$REPO/.venv/bin/python}"
+ARTIFACTS="$CLIENT/e2e-artifacts"
+start=$(date +%s)
+
+bash "$CLIENT/e2e/install.sh"
+cd "$CLIENT"
+lock_hash=$(sha1sum package-lock.json | cut -c1-40)
+if [ "$(cat node_modules/.lock-hash 2>/dev/null)" != "$lock_hash" ]; then
+  echo "e2e: npm ci"
+  npm ci --no-audit --no-fund >/dev/null
+  echo "$lock_hash" > node_modules/.lock-hash
+fi
+npm run -s package >/dev/null
+echo "e2e: packaged $(du -k stridelens.vsix | cut -f1) KiB"
+"$PYTHON" -c "import stridelens, debugpy" || { echo "e2e: $PYTHON lacks stridelens/debugpy (make venv)"; exit 1; }
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/stridelens-e2e.XXXXXX")"
+CS_PID=""
+cleanup() {
+  if [ -n "$CS_PID" ] && kill -0 "$CS_PID" 2>/dev/null; then
+    kill -TERM -- "-$CS_PID" 2>/dev/null || true   # code-server's own process group (setsid)
+    for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$CS_PID" 2>/dev/null || break; sleep 0.3; done
+    kill -KILL -- "-$CS_PID" 2>/dev/null || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+# A temp copy of the examples: the scenario edits files.
+WS="$TMP/ws"
+mkdir -p "$WS/.vscode" "$TMP/xdg/config" "$TMP/xdg/data" "$TMP/xdg/cache" "$TMP/xdg/state" "$TMP/tmp" "$TMP/user/User"
+cp -r "$REPO/examples" "$WS/examples"
+cat > "$WS/.vscode/settings.json" <<JSON
+{ "stridelens.interpreter": "$PYTHON" }
+JSON
+cat > "$TMP/user/User/settings.json" <<JSON
+{
+  "workbench.startupEditor": "none",
+  "security.workspace.trust.enabled": false,
+  "workbench.tips.enabled": false,
+  "editor.hover.delay": 200,
+  "editor.lightbulb.enabled": "on",
+  "telemetry.telemetryLevel": "off",
+  "extensions.autoCheckUpdates": false,
+  "extensions.autoUpdate": false,
+  "update.mode": "none",
+  "debug.openDebug": "neverOpen",
+  "debug.internalConsoleOptions": "neverOpen",
+  "workbench.colorTheme": "Default Dark Modern",
+  "window.commandCenter": false
+}
+JSON
+export XDG_CONFIG_HOME="$TMP/xdg/config" XDG_DATA_HOME="$TMP/xdg/data" XDG_CACHE_HOME="$TMP/xdg/cache" XDG_STATE_HOME="$TMP/xdg/state" TMPDIR="$TMP/tmp"
+CS="$CLIENT/.e2e/code-server/node_modules/.bin/code-server"
+CS_ARGS=(--user-data-dir "$TMP/user" --extensions-dir "$TMP/ext")
+"$CS" "${CS_ARGS[@]}" --install-extension "$CLIENT/stridelens.vsix" >/dev/null
+PORT=$("$PYTHON" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+setsid "$CS" "${CS_ARGS[@]}" --bind-addr "127.0.0.1:$PORT" --auth none --disable-telemetry --disable-update-check \
+  --disable-workspace-trust --disable-getting-started-override "$WS" >"$TMP/code-server.log" 2>&1 &
+CS_PID=$!
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
+  kill -0 "$CS_PID" 2>/dev/null || { cat "$TMP/code-server.log"; echo "e2e: code-server exited"; exit 1; }
+  sleep 0.2
+done
+echo "e2e: code-server on 127.0.0.1:$PORT"
+rm -rf "$ARTIFACTS"
+rc=0
+node "$CLIENT/e2e/scenario.mjs" "http://127.0.0.1:$PORT" "$WS" "$ARTIFACTS" || rc=$?
+cp "$TMP/code-server.log" "$ARTIFACTS/code-server.log" 2>/dev/null || true
+find "$TMP/user" -name "*stridelens*.log" -exec cp {} "$ARTIFACTS/" \; 2>/dev/null || true
+echo "e2e: $([ $rc = 0 ] && echo PASSED || echo FAILED) in $(( $(date +%s) - start )) s; screenshots in $ARTIFACTS"
+exit $rc

@@ -1,0 +1,258 @@
+// The end-to-end scenario in a real VS Code (code-server) in Debian's chromium:
+//   1. static hover on `b = a[1:, 1:3]`           2. SL101 quick fix through the lightbulb menu
+//   3. fallback debugger: breakpoint, inline runtime facts, runtime hover card, memory panel
+// Usage: node scenario.mjs URL WORKSPACE ARTIFACTS   (run by e2e/run.sh)
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const [url, workspace, artifacts] = process.argv.slice(2);
+mkdirSync(artifacts, { recursive: true });
+const t0 = Date.now();
+const log = (m) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1)}s] ${m}`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const results = [];
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+});
+const page = await browser.newPage({ viewport: { width: 1500, height: 900 } });
+page.setDefaultTimeout(30_000);
+
+async function shot(name, locator) {
+  const path = join(artifacts, `${name}.png`);
+  try {
+    if (locator) await locator.screenshot({ path });
+    else await page.screenshot({ path });
+  } catch (e) {
+    log(`screenshot ${name} failed: ${e.message}`);
+  }
+  return path;
+}
+
+async function step(name, fn) {
+  const s = Date.now();
+  try {
+    await fn();
+    results.push({ name, ok: true, s: (Date.now() - s) / 1000 });
+    log(`PASS ${name}`);
+  } catch (e) {
+    results.push({ name, ok: false, s: (Date.now() - s) / 1000, error: e.message });
+    log(`FAIL ${name}: ${e.stack || e.message}`);
+    await shot(`FAIL-${name.replace(/\W+/g, "_")}`);
+  }
+}
+
+async function until(what, fn, timeout = 30_000, every = 300) {
+  const end = Date.now() + timeout;
+  let last;
+  while (Date.now() < end) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(every);
+  }
+  throw new Error(`timed out waiting for ${what}${last ? ` (${last.message})` : ""}`);
+}
+
+async function runCommand(title) {
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("Control+Shift+P");
+  const input = page.locator(".quick-input-widget input").first();
+  await input.waitFor({ state: "visible" });
+  await input.fill(`>${title}`);
+  await until(`command "${title}" in the palette`, async () =>
+    (await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).count()) > 0, 10_000);
+  await page.keyboard.press("Enter");
+}
+
+async function openFile(rel) {
+  const name = rel.split("/").pop();
+  await page.keyboard.press("Escape");
+  await page.keyboard.press("Control+P");
+  const input = page.locator(".quick-input-widget input").first();
+  await input.waitFor({ state: "visible" });
+  await input.fill(rel);
+  await until(`${rel} in quick open`, async () =>
+    (await page.locator(".quick-input-list .monaco-list-row", { hasText: name }).count()) > 0, 15_000);
+  await page.keyboard.press("Enter");
+  await page.locator(`.tab.active[aria-label*="${name}"], .tab.active:has-text("${name}")`).first().waitFor({ state: "visible" });
+  await page.locator(".monaco-editor .view-lines").first().waitFor({ state: "visible" });
+}
+
+async function gotoLine(n) {
+  await page.keyboard.press("Control+G");
+  const input = page.locator(".quick-input-widget input").first();
+  await input.waitFor({ state: "visible" });
+  await input.fill(`:${n}`);
+  await page.keyboard.press("Enter");
+  await sleep(200);
+}
+
+/** Screen position of the `col`-th character (0-based) of the rendered line containing `text`. */
+async function charPoint(text, col) {
+  const line = page.locator(".editor-instance .monaco-editor .view-line", { hasText: text }).first();
+  await line.waitFor({ state: "visible", timeout: 10_000 });
+  return line.evaluate((el, col) => {
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    let seen = 0;
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const len = n.textContent.length;
+      if (seen + len > col) {
+        const r = document.createRange();
+        r.setStart(n, col - seen);
+        r.setEnd(n, col - seen + 1);
+        const b = r.getBoundingClientRect();
+        return { x: b.left + b.width / 2, y: b.top + b.height / 2 };
+      }
+      seen += len;
+    }
+    return null;
+  }, col);
+}
+
+/** Hover a token (re-located before each try: Monaco re-renders) until the hover matches. */
+async function hoverUntil(lineText, col, re, timeout = 45_000) {
+  return until(`a hover matching ${re}`, async () => {
+    await page.mouse.move(5, 5);
+    await sleep(150);
+    const p = await charPoint(lineText, col);
+    if (!p) return false;
+    await page.mouse.move(p.x, p.y);
+    const hover = page.locator(".monaco-hover:visible, .monaco-editor-hover:visible").first();
+    try {
+      await hover.waitFor({ state: "visible", timeout: 2500 });
+    } catch {
+      return false;
+    }
+    await sleep(400); // a second provider may still be answering
+    const text = await hover.innerText();
+    return re.test(text) ? { text, hover } : false;
+  }, timeout, 200);
+}
+
+try {
+  log(`opening ${url}`);
+  await page.goto(`${url}/?folder=${encodeURIComponent(workspace)}`);
+  await page.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 60_000 });
+  await sleep(1000);
+
+  await step("1 static hover on b = a[1:, 1:3]", async () => {
+    await openFile("examples/layout_basics.py");
+    await until("the stridelens status bar item", async () => /stridelens/.test(await page.locator(".statusbar").innerText()), 30_000);
+    // Inlay hints render inside the line (`b: (2, 2) [non-contig] … = a[1:, 1:3]`): match its tail.
+    const { text, hover } = await hoverUntil("a[1:, 1:3]  # explain: shape", 0, /\(2, 2\)/);
+    log(`hover: ${text.replace(/\s+/g, " ").slice(0, 300)}`);
+    for (const re of [/\(2, 2\)/, /\(4, 1\)/, /storage offset\W*5/i, /contiguous\W*no|non-contig/i, /view of\W*`?a`?/i]) {
+      if (!re.test(text)) throw new Error(`hover lacks ${re}: ${text}`);
+    }
+    await shot("1-hover-card", hover);
+    await shot("1-hover");
+    const status = await page.locator(".statusbar").innerText();
+    log(`status bar: ${status.replace(/\s+/g, " ")}`);
+  });
+
+  await step("2 SL101 quick fix through the lightbulb menu", async () => {
+    await page.mouse.move(5, 5);
+    await openFile("examples/view_vs_reshape.py");
+    const problems = async () => {
+      await page.keyboard.press("Control+Shift+M");
+      const panel = page.locator(".markers-panel");
+      await panel.waitFor({ state: "visible", timeout: 5000 });
+      return panel.innerText();
+    };
+    await until("the SL101 diagnostic", async () => /SL101/.test(await problems()), 45_000, 1000);
+    await shot("2-diagnostic");
+    // Put the cursor on `.view(` and open the lightbulb's menu.
+    const p = await charPoint("fails = xt.view(-1)", "fails = xt.view(-1)".indexOf("view") + 1);
+    await page.mouse.click(p.x, p.y);
+    await sleep(300);
+    const bulb = page.locator(".lightBulbWidget .codicon, .lightBulbWidget").first();
+    let menu = page.locator(".action-widget", { hasText: "SL101" }).first();
+    try {
+      await bulb.waitFor({ state: "visible", timeout: 8000 });
+      await bulb.click();
+      await menu.waitFor({ state: "visible", timeout: 5000 });
+      log("quick-fix menu opened from the lightbulb");
+    } catch {
+      log("lightbulb not clickable: opening the same menu with Ctrl+.");
+      await page.keyboard.press("Control+.");
+      await menu.waitFor({ state: "visible", timeout: 8000 });
+    }
+    await shot("2-quickfix-menu");
+    // Choose the SL101 fix with the keyboard (a pointer block covers the menu in headless chromium).
+    await until("the SL101 fix focused in the menu", async () => {
+      const label = await page.locator(".action-widget .monaco-list-row.focused").first().getAttribute("aria-label");
+      if (label && /reshape/.test(label) && /SL101/.test(label)) return true;
+      await page.keyboard.press("ArrowDown");
+      return false;
+    }, 10_000, 200);
+    await page.keyboard.press("Enter");
+    await until("the line to change", async () => (await page.locator(".editor-instance .view-line", { hasText: "xt.reshape(-1)  # explain: raises" }).count()) > 0, 10_000);
+    await until("SL101 to disappear", async () => !/SL101/.test(await problems()), 30_000, 1000);
+    await shot("2-fixed");
+    await page.keyboard.press("Control+S");
+  });
+
+  await step("3 debug: breakpoint, inline facts, runtime hover, memory panel", async () => {
+    await page.keyboard.press("Control+Shift+M"); // close the problems panel
+    await openFile("examples/runtime/leaky_losses.py");
+    await gotoLine(26);
+    await runCommand("Debug: Toggle Breakpoint");
+    await until("the breakpoint", async () => (await page.locator(".codicon-debug-breakpoint").count()) > 0, 5000);
+    await runCommand("stridelens: Debug current file (debugpy)");
+    log("debug session starting");
+    await until("the debuggee to stop", async () => (await page.locator(".codicon-debug-stackframe").count()) > 0, 90_000, 500);
+    log("stopped at the breakpoint");
+    await gotoLine(12);
+    const inline = await until("inline runtime facts", async () => {
+      const t = await page.locator(".editor-instance .view-lines").first().innerText();
+      return /x: \(128, 256\) · float32 · cpu · strides \(256, 1\)/.test(t) && /losses: 20 tensors/.test(t) ? t : false;
+    }, 60_000, 500);
+    log(`inline: ${inline.split("\n").filter((l) => /·/.test(l)).join(" | ").slice(0, 400)}`);
+    await shot("3-inline-facts");
+    const line = "= torch.randn(128, 256)";
+    const { text, hover } = await hoverUntil(line, 4, /stridelens · runtime/);
+    for (const re of [/\(128, 256\)/, /float32/, /\(256, 1\)/]) if (!re.test(text)) throw new Error(`runtime card lacks ${re}: ${text}`);
+    await shot("3-runtime-hover-card", hover);
+    await shot("3-runtime-hover");
+    await page.mouse.move(5, 5);
+    await runCommand("stridelens: Show tensor memory");
+    const frame = await until("the memory panel", async () => {
+      for (const f of page.frames()) {
+        try {
+          if ((await f.locator("#content .finding").count()) > 0) return f;
+        } catch { /* detached */ }
+      }
+      return false;
+    }, 60_000, 500);
+    const finding = frame.locator(".finding", { hasText: "losses" }).first();
+    await finding.waitFor({ state: "visible", timeout: 10_000 });
+    const ftext = await finding.innerText();
+    log(`leak: ${ftext.replace(/\s+/g, " ")}`);
+    if (!/keeps 20 autograd graphs alive/.test(ftext)) throw new Error(`unexpected finding: ${ftext}`);
+    if (!/line 12/.test(ftext) || !/line 21/.test(ftext)) throw new Error(`finding lacks the source lines 12 and 21: ${ftext}`);
+    await frame.locator(".tensor", { hasText: /^\s*x:/ }).first().click();
+    await frame.locator(".strip .cell.read").first().waitFor({ state: "visible", timeout: 15_000 });
+    await shot("3-memory-panel");
+    const body = frame.locator("body");
+    await shot("3-memory-panel-webview", body);
+    await frame.locator("a.src").first().click();
+    await sleep(500);
+    await runCommand("Debug: Stop");
+  });
+} finally {
+  try {
+    await page.goto("about:blank");
+  } catch { /* already gone */ }
+  await browser.close();
+}
+const failed = results.filter((r) => !r.ok);
+log(`${results.length - failed.length}/${results.length} steps passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+for (const r of results) console.log(`  ${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.s.toFixed(1)} s)${r.ok ? "" : ` — ${r.error}`}`);
+process.exit(failed.length || results.length < 3 ? 1 : 0);
