@@ -33,6 +33,8 @@ async function shot(name, locator) {
 }
 
 async function step(name, fn) {
+  const only = process.env.E2E_STEPS; // development: E2E_STEPS=3 runs step 3 only (and fails the run)
+  if (only && !only.split(",").includes(name[0])) return log(`skipped ${name}`);
   const s = Date.now();
   try {
     await fn();
@@ -92,6 +94,18 @@ async function gotoLine(n) {
   await input.fill(`:${n}`);
   await page.keyboard.press("Enter");
   await sleep(200);
+}
+
+/** The text of the editor's `after` decorations (CSS ::after content). */
+async function inlineDecorations() {
+  return page.locator(".editor-instance .view-lines").first().evaluate((root) => {
+    const out = [];
+    for (const el of root.querySelectorAll("span")) {
+      const c = getComputedStyle(el, "::after").content;
+      if (c && c !== "none" && c !== "normal" && c.length > 2) out.push(c.replace(/^"|"$/g, ""));
+    }
+    return out;
+  });
 }
 
 /** Screen position of the `col`-th character (0-based) of the rendered line containing `text`. */
@@ -211,10 +225,10 @@ try {
     log("stopped at the breakpoint");
     await gotoLine(12);
     const inline = await until("inline runtime facts", async () => {
-      const t = await page.locator(".editor-instance .view-lines").first().innerText();
-      return /x: \(128, 256\) · float32 · cpu · strides \(256, 1\)/.test(t) && /losses: 20 tensors/.test(t) ? t : false;
+      const t = (await inlineDecorations()).join("\n");
+      return /x: \(128, 256\) · float32 · cpu · strides \(256, 1\) · offset 0 · contiguous/.test(t) && /losses: 20 tensors/.test(t) ? t : false;
     }, 60_000, 500);
-    log(`inline: ${inline.split("\n").filter((l) => /·/.test(l)).join(" | ").slice(0, 400)}`);
+    log(`inline: ${inline.split("\n").join(" | ").slice(0, 400)}`);
     await shot("3-inline-facts");
     const line = "= torch.randn(128, 256)";
     const { text, hover } = await hoverUntil(line, 4, /stridelens · runtime/);

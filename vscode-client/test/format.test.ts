@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { compareWithStatic, factParts, hoverMarkdown, humanBytes, inlineText, joinInline, tuple } from "../src/runtime/format";
+import { compareWithStatic, containerText, factParts, hoverMarkdown, humanBytes, inlineText, joinInline, tuple } from "../src/runtime/format";
 import type { Describe, Member } from "../src/runtime/facts";
 
 const b: Member = {
@@ -70,4 +70,10 @@ test("hover card has the facts, the chain and the notes", () => {
   assert.match(m, /MseLossBackward0 → AddmmBackward0\n  AddmmBackward0/);
   assert.match(m, /385\.0 KiB saved/);
   assert.match(m, /- a \\\| note/);
+});
+
+test("containers of tensors are summarised", () => {
+  const loss: Member = { ...b, name: "losses[0]", shape: [], strides: [], storage_offset: 0, contiguous: true, view_of: null, is_view: false, grad_fn: "MseLossBackward0" };
+  assert.equal(containerText("losses", [loss, { ...loss, name: "losses[1]" }]), "losses: 2 tensors · each () float32 · grad_fn MseLossBackward0");
+  assert.equal(containerText("xs", [loss, b]), "xs: 2 tensors · 32 B");
 });

@@ -5,7 +5,7 @@
 import * as vscode from "vscode";
 import * as fs from "node:fs";
 import type { Describe, FrameReport, Member, StaticFacts } from "./facts";
-import { hoverMarkdown, inlineText, joinInline, humanBytes } from "./format";
+import { containerText, hoverMarkdown, inlineText, joinInline } from "./format";
 import { NotStopped, ProbeClient, StopState } from "./probeClient";
 import { expressionAt } from "./safety";
 import { placeBindings } from "./scope";
@@ -100,6 +100,7 @@ export class RuntimeController implements vscode.Disposable {
           state.stopped = true;
           state.epoch++;
           state.threadId = m.body?.threadId;
+          this.deps.log(`[${session.name}] stopped (${m.body?.reason ?? "?"}), thread ${state.threadId}`);
           t.frame = undefined;
           t.frameReport = undefined;
           this.setContext();
@@ -160,7 +161,7 @@ export class RuntimeController implements vscode.Disposable {
     const frames: any[] = st?.stackFrames ?? [];
     const f = (frameId !== undefined ? frames.find((x) => x.id === frameId) : undefined) ?? frames[0];
     if (!f || !t.state.stopped || t.state.epoch !== epoch) return undefined;
-    t.frame = { client: t.client, frameId: f.id, path: f.source?.path, line: f.line, name: f.name, epoch };
+    t.frame = { client: t.client, frameId: f.id, path: sourcePath(f.source?.path), line: f.line, name: f.name, epoch };
     this.onStopEmitter.fire(t.frame);
     return t.frame;
   }
@@ -181,6 +182,7 @@ export class RuntimeController implements vscode.Disposable {
   }
 
   scheduleRefresh(delay: number): void {
+    if (!this.isStopped()) return;
     clearTimeout(this.refreshTimer);
     this.refreshTimer = setTimeout(() => void this.refresh().catch((e) => this.report(e)), delay);
   }
@@ -201,7 +203,10 @@ export class RuntimeController implements vscode.Disposable {
     const cfg = vscode.workspace.getConfiguration("stridelens");
     if (!cfg.get<boolean>("runtime.inlineFacts", true)) return this.clearDecorations();
     const frame = await this.currentFrame();
-    if (!frame || !frame.path) return this.clearDecorations();
+    if (!frame || !frame.path) {
+      this.deps.log(`runtime facts: no stopped frame with a source${frame ? ` (${frame.name})` : ""}`);
+      return this.clearDecorations();
+    }
     const editors = vscode.window.visibleTextEditors.filter((e) => e.document.uri.scheme === "file" && samePath(e.document.uri.fsPath, frame.path!));
     for (const ed of vscode.window.visibleTextEditors) {
       if (!editors.includes(ed)) {
@@ -209,20 +214,17 @@ export class RuntimeController implements vscode.Disposable {
         ed.setDecorations(this.mismatchDeco, []);
       }
     }
-    if (!editors.length) return;
+    if (!editors.length) return void this.deps.log(`runtime facts: ${frame.path} is not in a visible editor`);
+    const t0 = Date.now();
     const report = await this.frameReport(frame);
+    this.deps.log(`frame ${frame.name} ${frame.path}:${frame.line}: ${report.tensor_count} tensors (${Date.now() - t0} ms)`);
     const byName = new Map<string, { m: Member; device: string }>();
-    const containers = new Map<string, { count: number; bytes: number }>();
+    const containers = new Map<string, Member[]>();
     for (const g of report.groups) {
       for (const m of g.tensors) {
         byName.set(m.name, { m, device: g.device });
         const c = /^([\p{L}_][\p{L}\p{N}_]*)\[/u.exec(m.name);
-        if (c) {
-          const e = containers.get(c[1]) ?? { count: 0, bytes: 0 };
-          e.count++;
-          e.bytes += m.nbytes;
-          containers.set(c[1], e);
-        }
+        if (c) containers.set(c[1], [...(containers.get(c[1]) ?? []), m]);
       }
     }
     for (const ed of editors) {
@@ -245,8 +247,7 @@ export class RuntimeController implements vscode.Disposable {
             entry.texts.push(text);
             for (const mm of mismatches) entry.mismatch.push(`${b.name}: ${mm.fact} is ${mm.runtime} at run time; the static analysis expected ${mm.expected}`);
           } else {
-            const c = containers.get(b.name)!;
-            entry.texts.push(`${b.name}: ${c.count} tensor${c.count === 1 ? "" : "s"} · ${humanBytes(c.bytes)}`);
+            entry.texts.push(containerText(b.name, containers.get(b.name)!));
           }
           perLine.set(b.line, entry);
         }
@@ -298,6 +299,12 @@ export class RuntimeController implements vscode.Disposable {
       return undefined;
     }
   }
+}
+
+/** A DAP source path; remote workbenches (code-server) hand them back as URIs. */
+export function sourcePath(p: string | undefined): string | undefined {
+  if (!p) return undefined;
+  return /^[a-z][\w+.-]+:\/\//i.test(p) ? vscode.Uri.parse(p).fsPath : p;
 }
 
 export function samePath(a: string, b: string): boolean {

@@ -164,3 +164,18 @@ export function hoverMarkdown(expr: string, d: Describe, st?: StaticFacts | null
   }
   return lines.join("\n");
 }
+
+/** A list/tuple/dict of tensors in the frame: `losses: 20 tensors · each () float32 · grad_fn MseLossBackward0`. */
+export function containerText(name: string, items: Member[]): string {
+  const n = items.length;
+  const parts = [`${name}: ${n}${n >= 64 ? "+" : ""} tensor${n === 1 ? "" : "s"}`];
+  const first = items[0];
+  if (first && items.every((m) => tuple(m.shape) === tuple(first.shape) && m.dtype === first.dtype)) {
+    parts.push(`each ${tuple(first.shape)} ${first.dtype}`);
+    const fns = new Set(items.map((m) => m.grad_fn));
+    if (fns.size === 1 && first.grad_fn) parts.push(`grad_fn ${first.grad_fn}`);
+  } else {
+    parts.push(humanBytes(items.reduce((s, m) => s + m.nbytes, 0)));
+  }
+  return parts.join(" · ");
+}
