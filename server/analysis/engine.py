@@ -135,7 +135,7 @@ class Analysis:
             if not isinstance(self.values.get(node), TensorFact):
                 node = parent
         value = self.values.get(node)
-        expr = ast.get_source_segment(self.source, node) or ast.unparse(node)
+        expr = self.segment(node)
         if isinstance(value, TensorFact):
             return Explanation(expr, node, value)
         if isinstance(value, SeqValue):
@@ -144,6 +144,20 @@ class Analysis:
         if isinstance(value, ListOf) and isinstance(value.item, TensorFact):
             return Explanation(expr, node, None, ())
         return Explanation(expr, node, None)
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of `node` (like `ast.get_source_segment`, without re-splitting
+        the whole file on every call)."""
+        start, end = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if start is None or end is None or col is None or end_col is None or end > len(self.lines):
+            return ast.unparse(node)
+        if start == end:
+            data = self.lines[start - 1].encode("utf-8")
+            return data[col:end_col].decode("utf-8", errors="replace")
+        first = self.lines[start - 1].encode("utf-8")[col:].decode("utf-8", errors="replace")
+        last = self.lines[end - 1].encode("utf-8")[:end_col].decode("utf-8", errors="replace")
+        return "\n".join([first, *self.lines[start : end - 1], last])
 
     def char_col(self, line: int, byte_col: int) -> int:
         if not 1 <= line <= len(self.lines):

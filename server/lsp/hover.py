@@ -9,7 +9,6 @@ from lsprotocol import types
 
 from stridelens.server.analysis import Analysis, Explanation, TensorFact
 from stridelens.server.analysis.storage_picture import render_storage_window
-from stridelens.server.analysis.values import ListOf, SeqValue
 from stridelens.server.lsp.diagnostics import NOQA
 from stridelens.server.lsp.documents import Encoding
 from stridelens.server.lsp.operation_hover import operation_at, render_operation
@@ -198,49 +197,13 @@ def hover(
                 end=types.Position(line=op.line - 1, character=enc.from_char(op_text, op.end)),
             )
             return _markdown(card, rng)
-    explanation = explain(analysis, line0 + 1, col)
+    explanation = analysis.explain_at(line0 + 1, col)
     if explanation is None:
         return None
     tensor_card = render_card(explanation, exact)
     if tensor_card is None:
         return None
     return _markdown(tensor_card, _node_range(analysis, explanation.node, lines, enc))
-
-
-def source_segment(analysis: Analysis, node: ast.AST) -> str:
-    """The node's source text, from the analysis' lines (`ast.get_source_segment` splits the
-    whole file on every call: milliseconds per hover on a large file)."""
-    lineno: int | None = getattr(node, "lineno", None)
-    end_lineno: int | None = getattr(node, "end_lineno", None)
-    col: int | None = getattr(node, "col_offset", None)
-    end_col: int | None = getattr(node, "end_col_offset", None)
-    if lineno is None or end_lineno is None or col is None or end_col is None or end_lineno > len(analysis.lines):
-        return ast.unparse(node)
-    chunk = [line.encode("utf-8") for line in analysis.lines[lineno - 1 : end_lineno]]
-    if len(chunk) == 1:
-        return chunk[0][col:end_col].decode("utf-8", errors="replace")
-    chunk[0], chunk[-1] = chunk[0][col:], chunk[-1][:end_col]
-    return b"\n".join(chunk).decode("utf-8", errors="replace")
-
-
-def explain(analysis: Analysis, line: int, char_col: int) -> Explanation | None:
-    """`Analysis.explain_at`, with the expression's text taken from the lines."""
-    node = analysis.node_at(line, char_col)
-    if node is None:
-        return None
-    parent = analysis.parent_of(node)
-    if isinstance(node, ast.Attribute) and isinstance(parent, ast.Call) and parent.func is node:
-        if not isinstance(analysis.values.get(node), TensorFact):
-            node = parent
-    value = analysis.values.get(node)
-    expr = source_segment(analysis, node)
-    if isinstance(value, TensorFact):
-        return Explanation(expr, node, value)
-    if isinstance(value, SeqValue):
-        return Explanation(expr, node, None, tuple(v if isinstance(v, TensorFact) else None for v in value.items))
-    if isinstance(value, ListOf) and isinstance(value.item, TensorFact):
-        return Explanation(expr, node, None, ())
-    return Explanation(expr, node, None)
 
 
 def _markdown(value: str, rng: Any) -> types.Hover:

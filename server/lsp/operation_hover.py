@@ -140,9 +140,7 @@ def _mb(n: int | None) -> str:
 def _name(analysis: Analysis, node: ast.AST | None) -> str:
     if node is None:
         return "the operand"
-    from stridelens.server.lsp.hover import source_segment
-
-    seg = source_segment(analysis, node)
+    seg = analysis.segment(node)
     return seg if len(seg) <= 40 else seg[:37] + "..."
 
 

@@ -140,13 +140,10 @@ def replace_range(where: Range, text: str) -> TextEdit:
 
 
 def segment(analysis: Analysis, node: ast.AST) -> str:
-    text = ast.get_source_segment(analysis.source, node)
-    if text is None:
-        try:
-            return ast.unparse(node)
-        except Exception:  # noqa: BLE001
-            return "?"
-    return text
+    try:
+        return analysis.segment(node)
+    except Exception:  # noqa: BLE001 - ast.unparse of an odd node
+        return "?"
 
 
 def short(text: str, limit: int = 40) -> str:

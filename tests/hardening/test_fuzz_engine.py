@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from stridelens.server.analysis import analyze_source
 from stridelens.server.rules import run_rules
 from stridelens.server.rules.fixes import apply_edits, parses
-from tests.analysis.oracle import compare, probes_of, run_for_real
+from tests.analysis.oracle import compare, run_for_real
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.py"))
@@ -120,6 +120,8 @@ def _check_findings_inside(source: str) -> None:
 def test_generated_programs_agree_with_torch_where_known(program: str) -> None:
     analysis = analyze_source(program, budget_s=2.0)
     _check_findings_inside(program)
+    if str(2**40) in program:
+        return  # analysed above (meta needs no memory); far too big to run for real
     try:
         real = run_for_real(program)
     except Exception:  # noqa: BLE001 - torch rejects the program: only "no crash" applies
@@ -177,7 +179,8 @@ def test_mutated_files_never_crash_and_findings_stay_inside(source: str) -> None
     _check_findings_inside(source)
     # Every position can be asked about without an exception.
     for line in range(1, min(len(analysis.lines), 40) + 1):
-        for col in range(0, len(analysis.lines[line - 1]) + 1, 7):
+        width = len(analysis.lines[line - 1])
+        for col in range(0, width + 1, max(7, width // 40)):
             analysis.explain_at(line, col)
 
 
