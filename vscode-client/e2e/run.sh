@@ -18,6 +18,8 @@ if [ "$(cat node_modules/.lock-hash 2>/dev/null)" != "$lock_hash" ]; then
   npm ci --no-audit --no-fund >/dev/null
   echo "$lock_hash" > node_modules/.lock-hash
 fi
+npm test >"$CLIENT/.e2e/unit.log" 2>&1 || { cat "$CLIENT/.e2e/unit.log"; echo "e2e: unit tests FAILED"; exit 1; }
+echo "e2e: unit tests $(grep -E '^# (pass|fail)' "$CLIENT/.e2e/unit.log" | tr '\n' ' ')"
 npm run -s package >/dev/null
 echo "e2e: packaged $(du -k stridelens.vsix | cut -f1) KiB"
 "$PYTHON" -c "import stridelens, debugpy" || { echo "e2e: $PYTHON lacks stridelens/debugpy (make venv)"; exit 1; }

@@ -214,7 +214,7 @@ try {
   });
 
   await step("3 debug: breakpoint, inline facts, runtime hover, memory panel", async () => {
-    await page.keyboard.press("Control+Shift+M"); // close the problems panel
+    await runCommand("View: Hide Panel").catch(() => page.keyboard.press("Escape")); // room for the editor
     await openFile("examples/runtime/leaky_losses.py");
     await gotoLine(26);
     await runCommand("Debug: Toggle Breakpoint");
@@ -254,8 +254,9 @@ try {
     await frame.locator(".tensor", { hasText: /^\s*x:/ }).first().click();
     await frame.locator(".strip .cell.read").first().waitFor({ state: "visible", timeout: 15_000 });
     await shot("3-memory-panel");
-    const body = frame.locator("body");
-    await shot("3-memory-panel-webview", body);
+    // The panel's top part (leak, devices, selected tensor strip) for the README.
+    const box = await page.locator("iframe.webview").first().boundingBox();
+    if (box) await page.screenshot({ path: join(artifacts, "3-memory-panel-clip.png"), clip: { x: box.x, y: box.y, width: box.width, height: Math.min(box.height, 560) } });
     await frame.locator("a.src").first().click();
     await sleep(500);
     await runCommand("Debug: Stop");

@@ -62,7 +62,6 @@ export class RuntimeController implements vscode.Disposable {
       vscode.window.onDidChangeVisibleTextEditors(() => this.scheduleRefresh(50)),
       vscode.window.onDidChangeTextEditorVisibleRanges(() => this.scheduleRefresh(150)),
       vscode.workspace.onDidChangeConfiguration((e) => e.affectsConfiguration("stridelens.runtime") && this.scheduleRefresh(0)),
-      vscode.languages.registerHoverProvider({ language: "python" }, { provideHover: (doc, pos, tok) => this.hover(doc, pos, tok) }),
       this.factsDeco,
       this.mismatchDeco,
       this.onStopEmitter,
@@ -71,10 +70,23 @@ export class RuntimeController implements vscode.Disposable {
 
   dispose(): void {
     clearTimeout(this.refreshTimer);
+    this.hoverRegistration?.dispose();
     for (const d of this.disposables) d.dispose();
   }
 
+  private hoverRegistration: vscode.Disposable | undefined;
+
+  /**
+   * Registered when a session starts (and dropped when the last one ends): hover providers
+   * registered later are asked first, so the runtime card comes above the static one.
+   */
+  private registerHover(): void {
+    this.hoverRegistration?.dispose();
+    this.hoverRegistration = vscode.languages.registerHoverProvider({ language: "python" }, { provideHover: (doc, pos, tok) => this.hover(doc, pos, tok) });
+  }
+
   private track(session: vscode.DebugSession): vscode.DebugAdapterTracker {
+    this.registerHover();
     const state: StopState = { stopped: false, epoch: 0 };
     const client = new ProbeClient(session, state, this.deps.probeSource, (m) => this.deps.log(`[${session.name}] ${m}`));
     const t: Tracked = { session, state, client };
@@ -122,6 +134,10 @@ export class RuntimeController implements vscode.Disposable {
     t.state.stopped = false;
     t.state.epoch++;
     this.sessions.delete(id);
+    if (!this.sessions.size) {
+      this.hoverRegistration?.dispose();
+      this.hoverRegistration = undefined;
+    }
     this.clearDecorations();
     this.setContext();
     this.onStopEmitter.fire(undefined);
@@ -295,7 +311,8 @@ export class RuntimeController implements vscode.Disposable {
       md.supportHtml = false;
       return new vscode.Hover(md, new vscode.Range(pos.line, span.start, pos.line, span.end));
     } catch (e) {
-      if (!(e instanceof NotStopped)) this.deps.log(`hover ${span.text}: ${e instanceof Error ? e.message : e}`);
+      const msg = e instanceof Error ? e.message : String(e);
+      if (!(e instanceof NotStopped) && !/^not a tensor/.test(msg)) this.deps.log(`hover ${span.text}: ${msg}`);
       return undefined;
     }
   }

@@ -141,8 +141,9 @@ function render(m) {
   h += "<h2>Per device</h2><table><tr><th>device</th><th class=num>bytes</th><th class=num>storages</th><th class=num>tensors</th><th>graph-only</th></tr>";
   for (const d of m.devices) h += "<tr><td>" + esc(d.device) + "</td><td class=num>" + esc(d.human) + "</td><td class=num>" + d.storages + "</td><td class=num>" + d.tensors + "</td><td>" + esc(d.graphOnly || "") + (d.cuda ? " " + esc(JSON.stringify(d.cuda)) : "") + "</td></tr>";
   h += "</table>";
+  h += '<h2>Selected tensor</h2><div id="detail" class="muted">click a tensor below</div>';
   h += "<h2>Biggest storages</h2><table><tr><th class=num>bytes</th><th>device</th><th>tensors</th><th></th></tr>";
-  for (const t of m.top) h += "<tr><td class=num>" + esc(t.human) + "</td><td>" + esc(t.device) + "</td><td class=mono>" + esc(t.label) + "</td><td class=muted>" + (t.savedByGraph ? "saved by an autograd graph" : "") + "</td></tr>";
+  for (const t of m.top.slice(0, 10)) h += "<tr><td class=num>" + esc(t.human) + "</td><td>" + esc(t.device) + "</td><td class=mono>" + esc(t.label) + "</td><td class=muted>" + (t.savedByGraph ? "saved by an autograd graph" : "") + "</td></tr>";
   h += "</table>";
   h += "<h2>This frame's tensors by storage</h2>";
   if (!m.groups.length) h += '<div class="muted">no tensors in this frame</div>';
@@ -151,7 +152,6 @@ function render(m) {
     for (const t of g.tensors) h += '<div class="tensor mono" data-name="' + esc(t.name) + '">&nbsp;&nbsp;' + esc(t.label) + '</div>';
     h += "</div>";
   }
-  h += '<h2>Selected tensor</h2><div id="detail" class="muted">click a tensor above</div>';
   $("content").innerHTML = h;
   for (const a of document.querySelectorAll("a.src")) a.addEventListener("click", () => vscode.postMessage({ type: "open", line: Number(a.dataset.line) }));
   for (const t of document.querySelectorAll(".tensor")) t.addEventListener("click", () => select(t.dataset.name));

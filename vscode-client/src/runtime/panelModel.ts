@@ -197,7 +197,7 @@ export function storageStrip(shape: number[], strides: number[], offset: number,
 /** Selected tensor details for the panel: the strip and the grad_fn chain. */
 export function tensorDetail(name: string, d: Describe) {
   const elems = d.storage_bytes !== null && d.element_size ? d.storage_bytes / d.element_size : 0;
-  const strip = d.shape && d.strides && d.storage_offset !== null ? storageStrip(d.shape, d.strides, d.storage_offset, elems) : null;
+  const strip = d.shape && d.strides && d.storage_offset !== null ? storageStrip(d.shape, d.strides, d.storage_offset, elems, 192) : null;
   return {
     name,
     facts: `${tuple(d.shape)} · ${d.dtype} · ${d.device} · strides ${tuple(d.strides)} · offset ${d.storage_offset} · ${d.contiguous ? "contiguous" : "non-contiguous"}`,
