@@ -3,12 +3,8 @@
 // or attaching to a PID / host:port (loopback unless `allowRemote`).
 import * as vscode from "vscode";
 import { resolveInterpreter, run } from "./interpreter";
+import { isLoopback } from "./runtime/address";
 
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
-
-export function isLoopback(host: string): boolean {
-  return LOOPBACK.has(host) || /^127\.\d+\.\d+\.\d+$/.test(host);
-}
 
 export function registerFallbackDebugger(log: (m: string) => void): vscode.Disposable[] {
   const provider: vscode.DebugConfigurationProvider = {

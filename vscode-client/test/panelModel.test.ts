@@ -1,6 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { buildPanelModel, findSourceLines, storageStrip, tensorDetail } from "../src/runtime/panelModel";
+import { buildPanelModel, findSourceLines, nameToExpression, storageStrip, tensorDetail } from "../src/runtime/panelModel";
+import { isLoopback } from "../src/runtime/address";
+import { isSafeExpression } from "../src/runtime/safety";
 import type { FrameReport, ProcessReport } from "../src/runtime/facts";
 
 const SRC = `import torch
@@ -81,4 +83,17 @@ test("tensor detail: strip and chain", () => {
   assert.deepEqual(d.strip?.read, [5, 6, 9, 10]);
   assert.equal(d.strip?.total, 12);
   assert.match(d.facts, /strides \(4, 1\) · offset 5 · non-contiguous/);
+});
+
+test("frame-report names become safe expressions", () => {
+  assert.equal(nameToExpression("model.0.weight"), "model[0].weight");
+  assert.equal(nameToExpression("net.layers.12.attn.bias"), "net.layers[12].attn.bias");
+  assert.equal(nameToExpression("losses[3]"), "losses[3]");
+  assert.equal(nameToExpression("d['k']"), "d['k']");
+  for (const n of ["model.0.weight", "losses[3]", "d['k']", "x"]) assert.ok(isSafeExpression(nameToExpression(n)), n);
+});
+
+test("attach addresses: loopback only by default", () => {
+  for (const h of ["127.0.0.1", "localhost", "::1", "127.3.2.1"]) assert.ok(isLoopback(h), h);
+  for (const h of ["0.0.0.0", "10.0.0.2", "example.com", "128.0.0.1"]) assert.ok(!isLoopback(h), h);
 });

@@ -6,12 +6,8 @@ import * as fs from "node:fs";
 import { randomBytes } from "node:crypto";
 import type { RuntimeController, StoppedFrame } from "./controller";
 import { NotStopped } from "./probeClient";
-import { buildPanelModel, PanelModel, tensorDetail } from "./panelModel";
+import { buildPanelModel, nameToExpression, PanelModel, tensorDetail } from "./panelModel";
 
-/** A frame-report name (`model.0.weight`, `losses[3]`) as a Python expression. */
-export function nameToExpression(name: string): string {
-  return name.replace(/\.(\d+)(?=\.|\[|$)/g, "[$1]");
-}
 
 export class MemoryPanel {
   static current: MemoryPanel | undefined;

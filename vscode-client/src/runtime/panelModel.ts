@@ -207,3 +207,8 @@ export function tensorDetail(name: string, d: Describe) {
     notes: d.notes,
   };
 }
+
+/** A frame-report name (`model.0.weight`, `losses[3]`) as a Python expression. */
+export function nameToExpression(name: string): string {
+  return name.replace(/\.(\d+)(?=\.|\[|$)/g, "[$1]");
+}
