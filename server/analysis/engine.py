@@ -75,6 +75,8 @@ class Analysis:
     timed_out: bool
     exact: bool
     grad_enabled: dict[ast.stmt, bool] = field(default_factory=dict)
+    # Symbolic analyses only: storages whose sizes an exact (replayed) pass would know.
+    sized_storages: set[int] = field(default_factory=set)
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
 
     def fact_of(self, node: ast.AST) -> TensorFact | None:
@@ -197,6 +199,7 @@ def analyze_source(
         timed_out=interpreter.timed_out,
         exact=replay,
         grad_enabled=interpreter.grad_enabled,
+        sized_storages=interpreter.sized_storages,
     )
 
 

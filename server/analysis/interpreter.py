@@ -103,6 +103,9 @@ class Interpreter:
         self._steps = 0
         self._pending_functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope, ClassInfo | None]] = []
         self._torch_ready = False
+        # Symbolic pass only: storages made by factories whose sizes are all literal, i.e.
+        # where an exact (replayed) pass would know the layout.
+        self.sized_storages: set[int] = set()
         # Functions being interpreted for a concrete call (arguments with known sizes).
         self._call_stack: list[ast.AST] = []
         self._concrete: set[ast.AST] = set()
@@ -155,9 +158,9 @@ class Interpreter:
             self.exec_stmt(stmt, scope)
 
     def exec_stmt(self, stmt: ast.stmt, scope: Scope) -> None:
-        handler = getattr(self, "stmt_" + type(stmt).__name__, None)
+        handler = _STMT_HANDLERS.get(type(stmt))
         if handler is not None:
-            handler(stmt, scope)
+            handler(self, stmt, scope)
             return
         # Anything else: evaluate the expressions it contains, for their facts.
         for child in ast.iter_child_nodes(stmt):
@@ -531,13 +534,18 @@ class Interpreter:
 
     # ------------------------------------------------------------- expressions
     def eval(self, node: ast.expr, scope: Scope) -> Value:
-        handler = getattr(self, "expr_" + type(node).__name__, None)
+        kind = type(node)
+        if kind is ast.Constant:
+            return Const(node.value)  # type: ignore[attr-defined]
+        handler = _EXPR_HANDLERS.get(kind)
         if handler is None:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.eval(child, scope)
             return UNKNOWN
-        value: Value = handler(node, scope)
+        value: Value = handler(self, node, scope)
+        if value is UNKNOWN or type(value) is Const:
+            return value
         return self.record(node, value)
 
     def expr_Constant(self, node: ast.Constant, scope: Scope) -> Value:
@@ -984,6 +992,10 @@ class Interpreter:
             data = args[0]
             if not isinstance(data, Const) or _literal_size(data.value) > MAX_LITERAL_ELEMENTS:
                 return symbolic
+        if not self.replay:
+            if all(self._sized(v) for v in [*args, *kwargs.values()]):
+                self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
+            return symbolic
         try:
             torch = self._torch()
             call_kwargs = {k: rp.to_torch(v) for k, v in kwargs.items()}
@@ -999,6 +1011,18 @@ class Interpreter:
         if not rp.is_meta_tensor(meta):
             return UNKNOWN
         return rp.fact_from_meta(meta, device)
+
+    def _sized(self, value: Value) -> bool:
+        """Would replay know this argument? (Only asked in the symbolic pass.)"""
+        if isinstance(value, Const):
+            return True
+        if isinstance(value, TorchRef):
+            return _is_torch_constant(value.path)
+        if isinstance(value, TensorFact):
+            return value.storage_key in self.sized_storages
+        if isinstance(value, SeqValue):
+            return all(self._sized(v) for v in value.items)
+        return False
 
     def torch_function(
         self, path: str, leaf: str, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope, *, functional: bool
@@ -1038,9 +1062,12 @@ class Interpreter:
             graph = True
         elif all(t.requires_grad is False for t in inputs):
             graph = False
+        key = self.fresh_storage()
+        if not self.replay and inputs and all(t.storage_key in self.sized_storages for t in inputs):
+            self.sized_storages.add(key)
         return TensorFact(
             device=inputs[0].device if inputs else None,
-            storage_key=self.fresh_storage(),
+            storage_key=key,
             is_view=False,
             carries_graph=graph,
             requires_grad=graph,
@@ -1389,6 +1416,8 @@ class Interpreter:
             requires_grad=(True if has_params else tensors[0].requires_grad) if scope.grad_enabled else False,
         )
         if module.built is False or not exact or not self.replay or any(t.meta is None for t in tensors):
+            if module.built is not False and all(t.storage_key in self.sized_storages for t in tensors):
+                self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
             return symbolic
         try:
             torch = self._torch()
@@ -1491,3 +1520,12 @@ def format_bytes(n: int | None) -> str:
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
     return f"{n} B"
+
+
+# Dispatch tables, built once: `getattr(self, "expr_" + name)` per node was a hot spot.
+_EXPR_HANDLERS: dict[type, Any] = {
+    getattr(ast, name[5:]): fn for name, fn in vars(Interpreter).items() if name.startswith("expr_") and hasattr(ast, name[5:])
+}
+_STMT_HANDLERS: dict[type, Any] = {
+    getattr(ast, name[5:]): fn for name, fn in vars(Interpreter).items() if name.startswith("stmt_") and hasattr(ast, name[5:])
+}
