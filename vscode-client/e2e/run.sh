@@ -74,6 +74,9 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 echo "e2e: code-server on 127.0.0.1:$PORT"
+# A Python without stridelens, for the "not installed" step.
+python3 -m venv --without-pip "$TMP/bare" 2>/dev/null || "$PYTHON" -m venv --without-pip "$TMP/bare"
+export E2E_BARE_PYTHON="$TMP/bare/bin/python"
 rm -rf "$ARTIFACTS"
 rc=0
 node "$CLIENT/e2e/scenario.mjs" "http://127.0.0.1:$PORT" "$WS" "$ARTIFACTS" || rc=$?

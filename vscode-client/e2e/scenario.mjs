@@ -3,7 +3,7 @@
 //   3. fallback debugger: breakpoint, inline runtime facts, runtime hover card, memory panel
 // Usage: node scenario.mjs URL WORKSPACE ARTIFACTS   (run by e2e/run.sh)
 import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 const [url, workspace, artifacts] = process.argv.slice(2);
@@ -261,6 +261,27 @@ try {
     await sleep(500);
     await runCommand("Debug: Stop");
   });
+
+  await step("4 an interpreter without stridelens: notification, output channel, status error", async () => {
+    // Point the workspace at a Python that lacks stridelens (a bare venv); the extension restarts the server.
+    await openFile("examples/demo.py"); // the extension is active (it is, after steps 1-3)
+    const bare = process.env.E2E_BARE_PYTHON;
+    if (!bare) throw new Error("E2E_BARE_PYTHON not set by run.sh");
+    const settings = join(workspace, ".vscode", "settings.json");
+    const before = readFileSync(settings, "utf8");
+    writeFileSync(settings, JSON.stringify({ "stridelens.interpreter": bare }));
+    try {
+      const toast = page.locator(".notification-toast", { hasText: "stridelens is not installed in" }).first();
+      await toast.waitFor({ state: "visible", timeout: 30_000 });
+      const text = await toast.innerText();
+      log(`notification: ${text.replace(/\s+/g, " ").slice(0, 200)}`);
+      if (!text.includes(`${bare} -m pip install stridelens`)) throw new Error(`no pip command in: ${text}`);
+      await until("the status bar error", async () => /stridelens error/.test(await page.locator(".statusbar").innerText()), 10_000);
+      await shot("4-not-installed");
+    } finally {
+      writeFileSync(settings, before);
+    }
+  });
 } finally {
   try {
     await page.goto("about:blank");
@@ -270,4 +291,4 @@ try {
 const failed = results.filter((r) => !r.ok);
 log(`${results.length - failed.length}/${results.length} steps passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 for (const r of results) console.log(`  ${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.s.toFixed(1)} s)${r.ok ? "" : ` — ${r.error}`}`);
-process.exit(failed.length || results.length < 3 ? 1 : 0);
+process.exit(failed.length || results.length < 4 ? 1 : 0);
