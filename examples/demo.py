@@ -1,11 +1,14 @@
 """`make demo`: run stridelens on the bundled examples.
 
-Explains every line marked `# explain` (the assigned name), then lints the examples with
-`stridelens check`. Each command is printed before it runs, so it can be copied.
+Explains every line marked `# explain` (the assigned name), lints the examples with
+`stridelens check`, then runs the `stridelens inspect` command written in the docstring of
+each runtime example (examples/runtime/). Each command is printed before it runs, so it
+can be copied.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 import subprocess
@@ -25,6 +28,16 @@ def explain_positions(path: Path) -> list[str]:
     return positions
 
 
+def inspect_command(path: Path) -> list[str] | None:
+    """The `stridelens inspect ...` command in the example's docstring, as arguments."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    joined = doc.replace("\\\n", " ")
+    for line in joined.splitlines():
+        if line.strip().startswith("stridelens inspect "):
+            return shlex.split(line.strip())[1:]
+    return None
+
+
 def run(args: list[str]) -> int:
     print(f"\n$ stridelens {shlex.join(args)}", flush=True)
     return subprocess.call([sys.executable, "-m", "stridelens", *args])
@@ -41,6 +54,10 @@ def main() -> int:
     # `check` exits 1 when it finds something: that is the point of these examples.
     status = run(["check", str(HERE.relative_to(Path.cwd()))])
     failures += status not in (0, 1)
+    for path in sorted((HERE / "runtime").glob("*.py")):
+        command = inspect_command(path)
+        if command is not None:
+            failures += run(command) != 0
     return 1 if failures else 0
 
 
