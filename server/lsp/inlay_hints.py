@@ -22,10 +22,10 @@ def label(fact: TensorFact, mode: str) -> str | None:
         marks.append(f"view of {fact.view_of}" if fact.view_of else "view")
     if fact.shape is None and not marks:
         return None
-    shape = "(" + ", ".join(map(str, fact.shape)) + ")" if fact.shape is not None else "(?)"
+    shape = str(tuple(fact.shape)) if fact.shape is not None else "(?)"
     text = f": {shape}"
     if mode == "strides" and fact.strides is not None:
-        text += " strides (" + ", ".join(map(str, fact.strides)) + ")"
+        text += f" strides {tuple(fact.strides)}"
     if marks:
         text += " " + " ".join(f"[{m}]" for m in marks)
     return text

@@ -6,7 +6,7 @@ import asyncio
 
 from lsprotocol import types
 
-from stridelens.server.lsp import code_actions, hover, inlay_hints, lifecycle
+from stridelens.server.lsp import code_actions, explain_request, hover, inlay_hints, lifecycle
 from stridelens.server.lsp.session import StridelensServer
 
 
@@ -115,6 +115,15 @@ def build_server() -> StridelensServer:
             return []
         state, snap = found
         return inlay_hints.inlay_hints(snap.analysis, state.lines, ls.encoding, params.range, ls.settings.inlay_hints)
+
+    @server.feature(explain_request.METHOD)
+    def on_explain(ls: StridelensServer, params: object) -> list[dict[str, object] | None]:
+        uri, positions = explain_request.uri_and_positions(params)
+        found = ls.snapshot_for(uri) if uri else None
+        if found is None:
+            return [None] * len(positions)
+        state, snap = found
+        return explain_request.explain_positions(snap.analysis, state.lines, ls.encoding, positions)
 
     @server.feature(types.SHUTDOWN)
     def on_shutdown(ls: StridelensServer, params: None) -> None:

@@ -76,3 +76,29 @@ async def test_hover_unknown_sizes_shows_what_is_known(lsp: Session) -> None:
     card = text(await lsp.hover(URI, 4, 11))
     assert "permute(0, 2, 1)" in card
     assert "sizes unknown" in card
+
+
+async def test_explain_request_answers_like_the_cli(lsp: Session) -> None:
+    lsp.open(URI, SOURCE)
+    await lsp.wait_analyzed(URI, exact=True)
+    answers = await lsp.client.protocol.send_request_async(
+        "stridelens/explain",
+        {
+            "textDocument": {"uri": URI},
+            "positions": [
+                {"line": 3, "character": 0},  # xt
+                {"line": 3, "character": SOURCE.splitlines()[3].index("0")},  # a literal
+                {"line": 99, "character": 0},  # past the end
+            ],
+        },
+    )
+    xt_fact, literal, past = answers
+    real = torch.randn(2, 3, 4).transpose(0, 1)
+    assert xt_fact["shape"] == list(real.shape) and xt_fact["strides"] == list(real.stride())
+    assert xt_fact["contiguous"] is False and xt_fact["view_of"] == "x"
+    assert literal is None and past is None
+    unopened = await lsp.client.protocol.send_request_async(
+        "stridelens/explain",
+        {"textDocument": {"uri": "file:///tmp/never-opened.py"}, "positions": [{"line": 0, "character": 0}]},
+    )
+    assert unopened == [None]

@@ -34,9 +34,21 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     return p;
   };
 
-  // What the static analysis expects at binding sites: `stridelens explain --format json`, cached per file state.
+  // What the static analysis expects at binding sites. Asked of the running server
+  // (`stridelens/explain`, instant) when the file is open there, else of
+  // `stridelens explain --format json` (a process per file state, cached).
   const explainCache = new Map<string, Promise<(StaticFacts | null)[] | undefined>>();
   const staticFacts = async (path: string, positions: { line: number; character: number }[]) => {
+    const client = manager?.client;
+    const uri = vscode.Uri.file(path).toString();
+    const open = vscode.workspace.textDocuments.some((d) => d.uri.toString() === uri);
+    if (client && client.isRunning() && open) {
+      try {
+        return (await client.sendRequest("stridelens/explain", { textDocument: { uri }, positions })) as (StaticFacts | null)[];
+      } catch (err) {
+        log(`stridelens/explain request failed, falling back to the CLI: ${err}`);
+      }
+    }
     const st = await fs.promises.stat(path).catch(() => undefined);
     if (!st) return undefined;
     const specs = positions.map((p) => `${path}:${p.line + 1}:${p.character + 1}`);
