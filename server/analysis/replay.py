@@ -37,6 +37,12 @@ def load_torch() -> Any:
 
                     # The first meta op pays a one-off warm-up; pay it here, not mid-analysis.
                     torch.empty(1, device="meta").t()
+                    # So do the first Python decompositions: they import torch._dynamo and
+                    # sympy (2-3 s), which would otherwise eat the first file's time budget.
+                    torch.randn(2, 3, device="meta")
+                    torch.nn.functional.batch_norm(
+                        torch.empty(2, 3, 4, device="meta"), None, None, training=True
+                    )
                 _torch = torch
     return _torch
 
