@@ -9,7 +9,6 @@ exact layout can change a rule's answer (see `stridelens.server.rules.gate`).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import json
 import os
@@ -31,8 +30,7 @@ EXCLUDED_DIRS = frozenset(
     }
 )  # fmt: skip
 PYTHON_SUFFIXES = (".py", ".pyi")
-# Per file and pass. Wall-clock: importing torch (seconds, the first replay in each worker)
-# must not be charged to it, or that file's findings depend on which worker got it.
+# Per file and pass (wall-clock; torch's import and warm-up are not charged to it).
 BUDGET_S = DEFAULT_BUDGET_S
 
 
@@ -140,21 +138,12 @@ def check_file(path: str, settings: Settings) -> FileResult:
         analysis = analyze_source(source, path, replay=False, budget_s=BUDGET_S)
         replayed = False
         if needs_replay(analysis):
-            _load_torch()
             analysis = analyze_source(source, path, replay=True, budget_s=BUDGET_S)
             replayed = True
         findings = run_rules(analysis, settings.select, settings.ignore, dict(settings.severity))
     except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
         return FileResult(path, error=f"{path}: internal error while analysing: {type(err).__name__}: {err}")
     return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed)
-
-
-def _load_torch() -> None:
-    """Import torch before a replay starts its clock (a broken torch: symbolic facts only)."""
-    from stridelens.server.analysis.replay import load_torch
-
-    with contextlib.suppress(Exception):
-        load_torch()
 
 
 def _check_chunk(args: tuple[list[str], Settings]) -> list[FileResult]:

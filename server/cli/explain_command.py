@@ -7,13 +7,11 @@ one object for one position, an array (with `null` where nothing is known) for s
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from typing import Any
 
 from stridelens.server.analysis import Analysis, Explanation, SourceError, analyze_file
-from stridelens.server.analysis.replay import load_torch
 from stridelens.server.analysis.storage_picture import render_storage_window
 
 
@@ -50,8 +48,6 @@ def parse_position(spec: str) -> tuple[str, int, int]:
 def explain_position(spec: str, cache: dict[str, Analysis]) -> Explanation | None:
     path, line, col = parse_position(spec)
     if path not in cache:
-        with contextlib.suppress(Exception):  # before the analysis' clock starts (seconds)
-            load_torch()
         try:
             cache[path] = analyze_file(path)
         except SourceError as err:
