@@ -13,6 +13,10 @@ import warnings
 from dataclasses import dataclass
 
 MAX_REPAIRS = 50
+# The file name given to `ast.parse`. On a syntax error CPython opens the named file to quote
+# the bad line; the default `<unknown>` is a relative path, opened in the server's working
+# directory (the workspace), on about every keystroke. Nothing can exist under /dev/null.
+UNOPENABLE = "/dev/null/<stridelens>"
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ def parse_tolerant(source: str) -> ParseResult:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # SyntaxWarning on odd escapes etc.
-                tree = ast.parse("\n".join(work) + "\n")
+                tree = ast.parse("\n".join(work) + "\n", filename=UNOPENABLE)
             return ParseResult(tree, lines, broken)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
             lineno = getattr(err, "lineno", None) or len(work)

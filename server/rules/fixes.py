@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from stridelens.server.analysis.parsing import UNOPENABLE
 from stridelens.server.rules.base import Finding, Fix, TextEdit
 
 
@@ -43,7 +44,7 @@ def parses(source: str) -> bool:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ast.parse(source)
+            ast.parse(source, filename=UNOPENABLE)  # opens no file on a syntax error
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
