@@ -41,6 +41,13 @@ MAX_CALL_DEPTH = 4
 MAX_LITERAL_ELEMENTS = 4096
 
 
+# Ops whose result may be a strided view even when every input is contiguous.
+_STRIDED_RESULTS = frozenset(
+    {"einsum", "broadcast_to", "broadcast_tensors", "meshgrid", "scaled_dot_product_attention", "as_strided", "expand"}
+)
+
+_LIST_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"})
+
 # Values worth remembering per node: what rules and hover ask about.
 _RECORDED = (TensorFact, SeqValue, ListOf, TorchRef, ModuleValue, GradContext, InstanceValue, ClassInfo)
 
@@ -647,7 +654,7 @@ class Interpreter:
             fn: Any = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
                 type(node.op)
             ]
-            return self.tensor_op(lambda a: fn(a), [operand], node, scope, f"unary {type(node.op).__name__}")
+            return self.tensor_op(fn, [operand], node, scope, f"unary {type(node.op).__name__}")
         return UNKNOWN
 
     def expr_BinOp(self, node: ast.BinOp, scope: Scope) -> Value:
@@ -673,7 +680,7 @@ class Interpreter:
                 return TensorFact()
             if inplace and isinstance(left, TensorFact):
                 # `x += y` writes into x's storage: same tensor, new facts only for grad.
-                result = self.tensor_op(lambda a, b: fn(a, b), [left, right], node, scope, "op")
+                result = self.tensor_op(fn, [left, right], node, scope, "op")
                 if isinstance(result, TensorFact) and left.meta is not None and result.meta is not None:
                     return replace(
                         result,
@@ -686,7 +693,7 @@ class Interpreter:
                         storage_numel=left.storage_numel,
                     )
                 return result
-            return self.tensor_op(lambda a, b: fn(a, b), [left, right], node, scope, "op")
+            return self.tensor_op(fn, [left, right], node, scope, "op")
         return UNKNOWN
 
     def expr_Compare(self, node: ast.Compare, scope: Scope) -> Value:
@@ -699,7 +706,7 @@ class Interpreter:
             }  # fmt: skip
             fn = fns.get(type(node.ops[0]))
             if fn is not None:
-                result = self.tensor_op(lambda a, b: fn(a, b), [left, rights[0]], node, scope, "compare")
+                result = self.tensor_op(fn, [left, rights[0]], node, scope, "compare")
                 if isinstance(result, TensorFact):
                     return replace(result, requires_grad=False, carries_graph=False)
         return UNKNOWN
@@ -789,7 +796,7 @@ class Interpreter:
             text = ", ".join(ast.unparse(p) for p in parts)
         except Exception:  # noqa: BLE001
             text = "..."
-        result = self.tensor_op(lambda t, i: t[i], [base, index], node, scope, f"[{text}]")
+        result = self.tensor_op(operator.getitem, [base, index], node, scope, f"[{text}]")
         if isinstance(result, TensorFact) and result.meta is not None and result.storage_key == base.storage_key:
             changed = result.contiguous is False and base.contiguous is not False
             kept = base.provenance if result.contiguous is False and base.contiguous is False else ()
@@ -862,6 +869,9 @@ class Interpreter:
                 return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
             if isinstance(receiver, ModuleValue):
                 return self.module_method(receiver, name, args, kwargs)
+            if name in _LIST_MUTATORS and isinstance(func.value, ast.Name) and isinstance(receiver, (Const, SeqValue)):
+                # `sizes.append(4)`: the literal bound to `sizes` is no longer what it holds.
+                scope.env[func.value.id] = UNKNOWN
             if isinstance(receiver, InstanceValue):
                 callee = receiver.cls.attributes.get(name)
                 if callee is not None:
@@ -953,7 +963,8 @@ class Interpreter:
                         return replace(rp.fact_from_meta(param, tensor.device), storage_key=tensor.storage_key, view_of=tensor.view_of)
                     except Exception:  # noqa: BLE001
                         pass
-                return replace(forget_layout(tensor), requires_grad=True, carries_graph=False)
+                # A Parameter is the same storage and layout, as a leaf that requires grad.
+                return replace(tensor, requires_grad=True, carries_graph=False, is_view=False, meta=None)
             return TensorFact(requires_grad=True, carries_graph=False)
         if not exact:
             return self._opaque_result(args, kwargs, scope)
@@ -986,10 +997,18 @@ class Interpreter:
         if name.endswith("_like") and args and isinstance(args[0], TensorFact) and device_value is None:
             device = args[0].device
         requires_grad = kwargs.get("requires_grad")
+        # A new tensor from a factory is contiguous whatever its sizes (`*_like` keeps its
+        # input's layout, `empty_strided` takes any, `as_tensor` may return its input).
+        fresh_layout = not (
+            name == "empty_strided"
+            or name.endswith("_like")
+            or (name == "as_tensor" and args and not isinstance(args[0], (Const, SeqValue)))
+        )
         symbolic = TensorFact(
             storage_key=self.fresh_storage(),
             device=device,
             is_view=False,
+            contiguous=True if fresh_layout else None,
             requires_grad=to_value(requires_grad) if isinstance(requires_grad, Const) else (False if requires_grad is None else None),
             carries_graph=False,
         )
@@ -1059,7 +1078,9 @@ class Interpreter:
         return self._from_output(out, tensors[0], node, f"{leaf}()")
 
     def _symbolic_new(self, inputs: list[TensorFact], scope: Scope, what: str) -> TensorFact:
-        """A fresh tensor computed from `inputs` whose layout is unknown."""
+        """A fresh tensor computed from `inputs` whose sizes are unknown. Computed only from
+        contiguous tensors it is contiguous too (TensorIterator, reductions, matmul and the
+        nn kernels keep the inputs' dense layout), except for the ops that return views."""
         graph: bool | None = None
         if not scope.grad_enabled:
             graph = False
@@ -1070,10 +1091,12 @@ class Interpreter:
         key = self.fresh_storage()
         if not self.replay and inputs and all(t.storage_key in self.sized_storages for t in inputs):
             self.sized_storages.add(key)
+        dense = bool(inputs) and what not in _STRIDED_RESULTS and all(t.contiguous is True for t in inputs)
         return TensorFact(
             device=inputs[0].device if inputs else None,
             storage_key=key,
             is_view=False,
+            contiguous=True if dense else None,
             carries_graph=graph,
             requires_grad=graph,
         )
@@ -1090,12 +1113,14 @@ class Interpreter:
         return UNKNOWN
 
     def tensor_op(self, fn: Any, operands: list[Value], node: ast.AST, scope: Scope, what: str) -> Value:
+        """`fn` (a function of the `operator` module) applied to the operands."""
         tensors = [o for o in operands if isinstance(o, TensorFact)]
         try:
             torch = self._torch()
             concrete = [rp.to_torch(o) for o in operands]
             with torch.set_grad_enabled(scope.grad_enabled):
-                out = rp.cached_call(("op", what), concrete, {}, lambda: fn(*concrete))
+                # Keyed by the operator itself (operator.add, operator.matmul, ...).
+                out = rp.cached_call(("op", fn), concrete, {}, lambda: fn(*concrete))
         except rp.CannotReplay:
             return self._symbolic_new(tensors, scope, what)
         except Exception as err:  # noqa: BLE001
@@ -1415,6 +1440,7 @@ class Interpreter:
         has_params = module.name not in _PARAMETERLESS
         symbolic = TensorFact(
             device=tensors[0].device,
+            contiguous=True if all(t.contiguous is True for t in tensors) else None,
             storage_key=self.fresh_storage(),
             is_view=False,
             carries_graph=(True if has_params else tensors[0].carries_graph) if scope.grad_enabled else False,

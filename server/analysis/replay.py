@@ -80,11 +80,13 @@ def to_torch(value: Value) -> Any:
 def fact_from_meta(meta: Any, device: str | None) -> TensorFact:
     storage = meta.untyped_storage()
     itemsize = meta.element_size()
+    empty = meta.numel() == 0
     return TensorFact(
         shape=tuple(meta.shape),
         dtype=dtype_name(meta.dtype),
         device=device,
-        strides=tuple(meta.stride()),
+        # An empty tensor's strides are arbitrary (meta and CPU kernels pick different ones).
+        strides=None if empty else tuple(meta.stride()),
         storage_offset=meta.storage_offset(),
         contiguous=meta.is_contiguous(),
         is_view=meta._base is not None,

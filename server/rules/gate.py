@@ -34,6 +34,7 @@ def needs_replay(analysis: Analysis) -> bool:
             if receiver is None:
                 continue
             fact = analysis.fact_of(receiver)
-            if fact is not None and fact.storage_key in keys:
+            # A contiguous input views and reshapes without copying: nothing to replay.
+            if fact is not None and fact.storage_key in keys and fact.contiguous is not True:
                 return True
     return False

@@ -91,7 +91,7 @@ def compare(fact: TensorFact | None, real: torch.Tensor) -> list[str]:
         ("shape", fact.shape, tuple(real.shape)),
         ("dtype", fact.dtype, dtype_name(real)),
         ("device", fact.device, real.device.type),
-        ("strides", fact.strides, tuple(real.stride())),
+        ("strides", fact.strides, tuple(real.stride()) if real.numel() else None),
         ("storage_offset", fact.storage_offset, real.storage_offset()),
         ("contiguous", fact.contiguous, real.is_contiguous()),
         ("is_view", fact.is_view, real._base is not None),

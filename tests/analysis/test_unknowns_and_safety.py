@@ -48,7 +48,9 @@ def test_unknown_sizes_answer_null_not_a_guess() -> None:
         fact = fact_at_name(UNKNOWN_SIZES, name)
         assert fact is not None, name
         assert fact.shape is None and fact.strides is None, name
-        assert fact.storage_offset is None and fact.contiguous is None, name
+        assert fact.storage_offset is None, name
+        # Contiguity is only stated where it holds for every size: a fresh factory result.
+        assert fact.contiguous is (True if name == "r" else None), name
     assert fact_at_name(UNKNOWN_SIZES, "q") is None  # not even known to be a tensor
 
 

@@ -126,9 +126,15 @@ def test_generated_programs_agree_with_torch_where_known(program: str) -> None:
         real = run_for_real(program)
     except Exception:  # noqa: BLE001 - torch rejects the program: only "no crash" applies
         return
+    symbolic = analyze_source(program, replay=False)
     for probe, value in real.items():
         if not isinstance(value, torch.Tensor):
             continue
+        # What the symbolic pass states for any size must hold for these sizes too.
+        sym = symbolic.explain_at(probe.line, probe.col)
+        sym_fact = sym.fact if sym is not None else None
+        if sym_fact is not None and sym_fact.contiguous is not None:
+            assert sym_fact.contiguous == value.is_contiguous(), (program, probe, "symbolic contiguity")
         explanation = analysis.explain_at(probe.line, probe.col)
         fact = explanation.fact if explanation is not None else None
         if fact is None or fact.shape is None:
