@@ -35,6 +35,38 @@ class Index:
     # Calls by method/function name (`backward`, `step`, `view`...).
     by_name: dict[str, list[ast.Call]] = field(default_factory=dict)
     imports_torch: bool = False
+    # Memo of SL201: whether a function (or the module) runs backward / an optimizer step.
+    training_scopes: dict[ast.AST, bool] = field(default_factory=dict)
+    _backward_by_loop: dict[ast.AST, list[ast.Call]] | None = None
+
+    def backward_calls_in(self, loop: ast.AST) -> list[ast.Call]:
+        """`x.backward()` calls inside `loop` (outside nested functions), from the parent
+        links of the (few) backward calls rather than a walk of every loop."""
+        if self._backward_by_loop is None:
+            self._backward_by_loop = {}
+            for call in self.by_name.get("backward", ()):
+                if not isinstance(call.func, ast.Attribute):
+                    continue
+                node = self.parents.get(call)
+                while node is not None and not isinstance(node, SCOPE_NODES):
+                    if isinstance(node, LOOP_NODES):
+                        self._backward_by_loop.setdefault(node, []).append(call)
+                    node = self.parents.get(node)
+        return self._backward_by_loop.get(loop, [])
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+# Fields that never hold child nodes worth indexing: strings, and the shared ctx/operator
+# singletons (`Load()`, `Add()`), which are not positions in the file.
+_LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "name", "kind", "op", "ops", "level"})
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    """The fields of an AST node type that may hold child nodes (not ctx, names, ops...)."""
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = tuple(f for f in getattr(kind, "_fields", ()) if f not in _LEAF_FIELDS)
+    return fields
 
 
 def index_of(analysis: Analysis) -> Index:
@@ -44,11 +76,20 @@ def index_of(analysis: Analysis) -> Index:
     index = Index()
     parents = index.parents
     stack: list[ast.AST] = [analysis.tree]
+    AST = ast.AST
     while stack:
         node = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
-            stack.append(child)
+        # `ast.iter_child_nodes`, inlined: this walk is most of a file's rule time.
+        for name in _child_fields(type(node)):
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for child in value:
+                    if isinstance(child, AST):
+                        parents[child] = node
+                        stack.append(child)
+            elif isinstance(value, AST):
+                parents[value] = node
+                stack.append(value)
         if isinstance(node, ast.Call):
             index.calls.append(node)
             name = call_name(node)

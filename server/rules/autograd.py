@@ -8,6 +8,7 @@ from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
+    Index,
     append_edit,
     call_from_attr_range,
     dot_attr_range,
@@ -16,6 +17,7 @@ from stridelens.server.rules._helpers import (
     enclosing_stmt,
     index_of,
     is_backward_call,
+    is_optimizer_step,
     is_tensor_expr,
     keyword_true,
     line_indent,
@@ -35,14 +37,13 @@ from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, 
 # ----------------------------------------------------------------------------- SL201
 
 
-def _backwarded_names(loop: ast.AST) -> set[str]:
+def _backwarded_names(index: Index, loop: ast.AST) -> set[str]:
     """Names `n` with `n.backward()` in the loop body: they certainly carry a graph."""
     names: set[str] = set()
-    for node in walk_scope(loop):
-        if is_backward_call(node):
-            assert isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            if isinstance(node.func.value, ast.Name):
-                names.add(node.func.value.id)
+    for call in index.backward_calls_in(loop):
+        assert isinstance(call.func, ast.Attribute)
+        if isinstance(call.func.value, ast.Name):
+            names.add(call.func.value.id)
     return names
 
 
@@ -98,10 +99,14 @@ def _in_training_code(analysis: Analysis, loop: ast.AST) -> bool:
     """The loop, or the function holding it, runs backward or an optimizer step."""
     index = index_of(analysis)
     scope = enclosing_scope(index, loop)
-    body = scope.body if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else analysis.tree.body
-    from stridelens.server.rules._helpers import is_optimizer_step
-
-    return any(is_backward_call(n) or is_optimizer_step(n) for n in walk_body(body if isinstance(body, list) else []))
+    known = index.training_scopes
+    key = scope if scope is not None else analysis.tree
+    if key not in known:  # one walk per function, not one per loop in it
+        body = scope.body if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else analysis.tree.body
+        known[key] = any(
+            is_backward_call(n) or is_optimizer_step(n) for n in walk_body(body if isinstance(body, list) else [])
+        )
+    return known[key]
 
 
 def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
@@ -109,7 +114,7 @@ def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
     index = index_of(analysis)
     seen: set[ast.AST] = set()
     for loop in index.loops:
-        backwarded = _backwarded_names(loop)
+        backwarded = _backwarded_names(index, loop)
         if not _in_training_code(analysis, loop):
             continue  # e.g. a forward collecting per-level outputs: the graph is wanted
         for node in walk_scope(loop):

@@ -246,9 +246,9 @@ def check_missing_zero_grad(analysis: Analysis) -> list[Finding]:
     index = index_of(analysis)
     reported: set[ast.AST] = set()
     for loop in index.loops:
-        nodes = list(walk_scope(loop))
-        if not any(is_backward_call(n) for n in nodes):
+        if not index.backward_calls_in(loop):
             continue
+        nodes = list(walk_scope(loop))
         steps = [n for n in nodes if is_optimizer_step(n)]
         if not steps or _zeroes_grads(loop):
             continue
