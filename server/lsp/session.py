@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from stridelens import __version__
@@ -27,6 +28,7 @@ from stridelens.server.lsp.code_actions import MAX_FIX_PASSES
 from stridelens.server.lsp.configuration import Settings, merge_settings, project_settings
 from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
 from stridelens.server.lsp.partial import PartialText, partial_text
+from stridelens.server.lsp.protocol import StridelensProtocol
 from stridelens.server.lsp.worker import EXACT_BUDGET_S, SYMBOLIC_BUDGET_S, Worker
 
 log = logging.getLogger("stridelens.lsp")
@@ -44,6 +46,7 @@ class StridelensServer(LanguageServer):
             "stridelens",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=StridelensProtocol,
         )
         self.docs: dict[str, DocState] = {}
         self.worker = Worker()
@@ -55,6 +58,14 @@ class StridelensServer(LanguageServer):
         self.exact_ready = False
         self.started = time.monotonic()
         self._event_loop: asyncio.AbstractEventLoop | None = None
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """Messages the read loop could not handle (bad JSON, not an object, no `jsonrpc`) are
+        the client's problem, not the user's: logged, never shown as an editor popup."""
+        if source is JsonRpcException:
+            log.warning("unusable message from the client: %s: %s", type(error).__name__, error)
+            return
+        super().report_server_error(error, source)
 
     # ---- settings -------------------------------------------------------------------
 
