@@ -164,6 +164,11 @@ class DapClient:
         body = msg.get("body")
         return body if isinstance(body, dict) else {}
 
+    def answered(self, seq: int) -> bool:
+        """Whether the response to `seq` has come (or the connection closed)."""
+        pending = self._pending.get(seq)
+        return pending is not None and pending.done.is_set()
+
     def request(self, command: str, arguments: dict[str, Any] | None = None,
                 timeout: float = 10.0) -> dict[str, Any]:
         return self.wait_response(self.send_request(command, arguments), command, timeout)

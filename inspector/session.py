@@ -114,6 +114,13 @@ def parse_address(text: str, allow_remote: bool = False) -> tuple[str, int]:
     return host, port
 
 
+def _library_frame(frame: dict[str, Any]) -> bool:
+    path = str((frame.get("source") or {}).get("path") or "")
+    norm = path.replace("\\", "/")
+    return (not path or path.startswith("<") or "/site-packages/" in norm or "/dist-packages/" in norm
+            or "/lib/python3" in norm or "/lib/pypy3" in norm)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -272,7 +279,7 @@ class Session:
                                      "linesStartAt1": True, "columnsStartAt1": True,
                                      "supportsRunInTerminalRequest": False}, timeout=self.timeout)
             self._attach_seq = c.send_request("attach", {"justMyCode": False, "subProcess": False})
-            c.wait_event({"initialized"}, timeout=self.timeout)
+            attached = self._wait_initialized(c, self._attach_seq)
             by_file: dict[str, list[Breakpoint]] = {}
             for bp in breakpoints:
                 by_file.setdefault(bp.path, []).append(bp)
@@ -287,14 +294,42 @@ class Session:
                         self.unverified.append((bp, res.get("message") or "no code at this line"))
             c.request("setExceptionBreakpoints", {"filters": []}, timeout=self.timeout)
             c.request("configurationDone", {}, timeout=self.timeout)
-            c.wait_response(self._attach_seq, "attach", self.timeout)
+            if not attached:
+                c.wait_response(self._attach_seq, "attach", self.timeout)
         except DapError as e:
+            if e.command == "attach" and "already being debugged" in e.message:
+                raise InspectError(
+                    "the target is already attached: another `stridelens inspect` or an editor's "
+                    "debugger holds its debugpy session (one client at a time); detach it and retry"
+                ) from e
             raise InspectError(f"debugpy refused {e.command}: {e.message}") from e
-        except (DapTimeout, DapClosed) as e:
+        except DapTimeout as e:
+            raise InspectError(
+                f"the target did not answer within {self.timeout:g} s ({e}); it may be running C code "
+                "that holds the GIL (debugpy can only act between Python bytecodes) — try again later "
+                "or with a longer --timeout") from e
+        except DapClosed as e:
             raise InspectError(f"debug session failed to start: {e}") from e
         if breakpoints and len(self.unverified) == len(breakpoints):
             bp, msg = self.unverified[0]
             raise InspectError(f"breakpoint {bp.path}:{bp.line} was not accepted by debugpy: {msg}")
+
+    def _wait_initialized(self, c: DapClient, attach_seq: int) -> bool:
+        """Wait for `initialized`; an early answer to attach is an error (e.g. another client
+        is attached: debugpy says so at once, and `initialized` never comes). True when the
+        attach response was consumed here."""
+        deadline = time.monotonic() + self.timeout
+        attached = False
+        while True:
+            if not attached and c.answered(attach_seq):
+                c.wait_response(attach_seq, "attach", 0)  # raises DapError / DapClosed
+                attached = True
+            try:
+                c.wait_event({"initialized"}, timeout=min(0.2, max(0.0, deadline - time.monotonic())))
+                return attached
+            except DapTimeout:
+                if time.monotonic() >= deadline:
+                    raise DapTimeout(f"no initialized event within {self.timeout:g} s") from None
 
     def wait_stop(self, timeout: float | None = None) -> None:
         """Wait for a breakpoint hit; a target that exits first is an error."""
@@ -327,6 +362,15 @@ class Session:
         except DapClosed as e:
             raise InspectError(self._exit_message("before it could be paused")) from e
         self.wait_stop()
+        if self.thread_id != main["id"]:
+            # pydevd suspends every thread and may name any of them in `stopped` (seen with
+            # 200 threads): report the thread that was asked for, when it has stopped too.
+            reported, frame, frame_id = self.thread_id, self.frame, self.frame_id
+            self.thread_id = main["id"]
+            try:
+                self._select_frame()
+            except (InspectError, DapError, DapTimeout):
+                self.thread_id, self.frame, self.frame_id = reported, frame, frame_id
 
     def _select_frame(self) -> None:
         c = self._c()
@@ -337,8 +381,13 @@ class Session:
                            timeout=self.timeout).get("stackFrames", [])
         if not frames:
             raise InspectError("the stopped thread has no Python frames")
-        self.frame = frames[0]
-        self.frame_id = frames[0]["id"]
+        frame = frames[0]
+        if self.stop_reason == "pause":
+            # A pause lands wherever the thread is, often inside the standard library or a
+            # package (pathlib, torch): inspect the innermost frame of the user's own code.
+            frame = next((f for f in frames if not _library_frame(f)), frame)
+        self.frame = frame
+        self.frame_id = frame["id"]
 
     def _target_gone(self) -> bool:
         # A failed request may be the first sign of a dead debuggee ("No more messages").
