@@ -1,0 +1,134 @@
+"""The probe, injected through a real debugpy session, changes nothing in the debuggee.
+
+For every report kind (describe of each tensor, frame, memory) the target's own `snapshot()`
+is compared before the probe is injected and after all reports: every tensor's `_version`,
+data checksum, requires_grad and grad (present, checksum, version); the number of live tensors;
+the warnings shown (the target records every warning, filter "always"); `torch.is_grad_enabled()`;
+no `__warningregistry__`; and on CUDA `torch.cuda.memory_allocated()` to the byte.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from stridelens.inspector.session import Session
+from tests.inspector.conftest import free_port
+
+pytestmark = pytest.mark.timeout(150)
+
+TARGET = """
+    import gc, json, pathlib, time, warnings
+    import debugpy, torch
+    warnings.simplefilter("always")
+    shown = []
+    warnings.showwarning = lambda *a, **k: shown.append(str(a[0]))
+    debugpy.listen(("127.0.0.1", {port}))
+    dev = {device!r}
+
+    w = torch.randn(6, 4, device=dev, requires_grad=True)
+    x = torch.randn(3, 6, device=dev)
+    h = (x @ w).relu()                  # non-leaf with a graph; reading its .grad would warn
+    loss = h.sum()
+    loss.backward(retain_graph=True)   # w.grad exists
+    r = (w * 2)
+    r.retain_grad()
+    (r ** 2).sum().backward()           # r.grad exists
+    v = x.t()[1:]                       # a view
+    d = w.detach()[:2]                  # shares w's storage
+    big = torch.zeros(1 << 16, device=dev)
+    head = big[:3]
+    del big
+    model = torch.nn.Linear(4, 2).to(dev)
+    losses = [(w * i).sum() for i in range(3)]
+    NAMES = ["w", "x", "h", "loss", "r", "v", "d", "head", "model.weight", "model.bias"]
+
+    def snapshot():
+        out = {{}}
+        with torch.no_grad():
+            for name in NAMES:
+                t = eval(name)
+                g = t.grad if t.is_leaf or t.retains_grad else None
+                out[name] = [t._version, float(t.detach().double().sum()), t.requires_grad,
+                             None if g is None else [g._version, float(g.double().sum())]]
+        gc.collect()
+        live = [o for o in gc.get_objects() if issubclass(type(o), torch.Tensor)]
+        out["live"] = len(live)
+        out["storages"] = sorted({{(str(o.device), o.untyped_storage().data_ptr(), o.untyped_storage().nbytes())
+                                  for o in live if o.layout == torch.strided and o.device.type != "meta"}})
+        del live
+        out["grad_enabled"] = torch.is_grad_enabled()
+        out["warnings"] = list(shown)
+        out["registry"] = "__warningregistry__" in globals()
+        out["cuda"] = torch.cuda.memory_allocated() if dev == "cuda" else None
+        return json.dumps(out)
+
+    pathlib.Path("ready").write_text("1")
+    while True:
+        time.sleep(0.01)
+"""
+
+EXPRESSIONS = ["w", "x", "h", "loss", "r", "v", "d", "head", "model.weight", "losses[1]"]
+
+
+def run_all_reports(target: Any, tmp_path: Path, device: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    port = free_port()
+    target(TARGET.format(port=port, device=device), ready_file=tmp_path / "ready", timeout=120)
+    with Session(timeout=60) as s:
+        s.connect("127.0.0.1", port)
+        s.handshake([])
+        s.pause()
+        assert s.frame.get("name") == "<module>", s.frame
+        before = json.loads(s.evaluate("snapshot()"))
+        s.ensure_probe()
+        for expr in EXPRESSIONS:
+            assert s.describe(expr)["shape"] is not None
+        frame = s.frame_report()
+        memory = s.process_report(top=20, min_pin_bytes=1000)
+        after = json.loads(s.evaluate("snapshot()"))
+        s.finish()
+    assert frame["groups"] and memory["tensor_count"] >= len(EXPRESSIONS)
+    kinds = {f["kind"] for f in memory["findings"]}
+    assert {"graph_kept_alive", "view_pins_storage"} <= kinds, kinds  # the reports did their job
+    return before, after
+
+
+def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
+    for name in [k for k in before if k not in ("live", "storages", "grad_enabled", "warnings", "registry", "cuda")]:
+        assert after[name] == before[name], f"{name}: {before[name]} -> {after[name]}"
+    # No storage freed; one that appears was already alive, saved by a graph, and became visible
+    # through the new Python object (see the xfail below): at most one per new object.
+    old, new = {tuple(x) for x in before["storages"]}, {tuple(x) for x in after["storages"]}
+    assert old <= new, "a storage went away"
+    assert len(new - old) <= after["live"] - before["live"], new - old
+    assert after["grad_enabled"] == before["grad_enabled"] is True
+    assert after["warnings"] == before["warnings"] == [], after["warnings"]
+    assert after["registry"] is False
+    assert after["cuda"] == before["cuda"]
+
+
+def test_reports_change_nothing_cpu(target: Any, tmp_path: Path) -> None:
+    before, after = run_all_reports(target, tmp_path, "cpu")
+    assert before["w"][3] is not None and before["r"][3] is not None  # grads exist to be checked
+    assert_unchanged(before, after)
+
+
+@pytest.mark.xfail(strict=True, reason="open: walking a graph unpacks `grad_fn._saved_*`; a saved "
+                   "tensor with no Python object (a wrapped scalar, an activation of a finished "
+                   "forward) gets one, and torch keeps it as long as the graph lives")
+def test_reports_leave_no_new_tensor_objects(target: Any, tmp_path: Path) -> None:
+    before, after = run_all_reports(target, tmp_path, "cpu")
+    assert after["live"] == before["live"], f"{after['live'] - before['live']} new tensor objects"
+
+
+@pytest.mark.cuda
+def test_reports_change_nothing_cuda(target: Any, tmp_path: Path) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    before, after = run_all_reports(target, tmp_path, "cuda")
+    assert before["cuda"] > 0
+    assert_unchanged(before, after)
