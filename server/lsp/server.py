@@ -43,13 +43,13 @@ def build_server() -> StridelensServer:
         ls.close(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def on_hover(ls: StridelensServer, params: types.HoverParams) -> types.Hover | None:
-        found = ls.snapshot_for(params.text_document.uri)
+    async def on_hover(ls: StridelensServer, params: types.HoverParams) -> types.Hover | None:
+        found = await ls.snapshot_for(params.text_document.uri)
         if found is None:
             return None
-        state, snap = found
+        lines, snap = found
         pos = params.position
-        return hover.hover(snap.analysis, snap.exact, state.lines, ls.encoding, pos.line, pos.character)
+        return hover.hover(snap.analysis, snap.exact, lines, ls.encoding, pos.line, pos.character)
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
@@ -109,21 +109,21 @@ def build_server() -> StridelensServer:
         return bool(result.applied)
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
-    def on_inlay_hint(ls: StridelensServer, params: types.InlayHintParams) -> list[types.InlayHint]:
-        found = ls.snapshot_for(params.text_document.uri)
+    async def on_inlay_hint(ls: StridelensServer, params: types.InlayHintParams) -> list[types.InlayHint]:
+        found = await ls.snapshot_for(params.text_document.uri)
         if found is None:
             return []
-        state, snap = found
-        return inlay_hints.inlay_hints(snap.analysis, state.lines, ls.encoding, params.range, ls.settings.inlay_hints)
+        lines, snap = found
+        return inlay_hints.inlay_hints(snap.analysis, lines, ls.encoding, params.range, ls.settings.inlay_hints)
 
     @server.feature(explain_request.METHOD)
-    def on_explain(ls: StridelensServer, params: object) -> list[dict[str, object] | None]:
+    async def on_explain(ls: StridelensServer, params: object) -> list[dict[str, object] | None]:
         uri, positions = explain_request.uri_and_positions(params)
-        found = ls.snapshot_for(uri) if uri else None
+        found = await ls.snapshot_for(uri) if uri else None
         if found is None:
             return [None] * len(positions)
-        state, snap = found
-        return explain_request.explain_positions(snap.analysis, state.lines, ls.encoding, positions)
+        lines, snap = found
+        return explain_request.explain_positions(snap.analysis, lines, ls.encoding, positions)
 
     @server.feature(types.SHUTDOWN)
     def on_shutdown(ls: StridelensServer, params: None) -> None:

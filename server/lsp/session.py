@@ -22,7 +22,7 @@ from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
 from stridelens import __version__
-from stridelens.server.analysis import analyze_source
+from stridelens.server.analysis import Analysis, analyze_source
 from stridelens.server.lsp import diagnostics
 from stridelens.server.lsp.code_actions import MAX_FIX_PASSES
 from stridelens.server.lsp.configuration import Settings, merge_settings, project_settings
@@ -32,6 +32,16 @@ from stridelens.server.lsp.protocol import StridelensProtocol
 from stridelens.server.lsp.worker import EXACT_BUDGET_S, SYMBOLIC_BUDGET_S, Worker
 
 log = logging.getLogger("stridelens.lsp")
+
+# Larger documents (generated code, data dumps) get no analysis: parsing alone would take
+# seconds per keystroke. The largest model files seen in the wild are ~0.3 MB.
+MAX_DOCUMENT_CHARS = 2_000_000
+
+
+def analyze_document(text: str, path: str, *, exact: bool) -> Analysis:
+    if len(text) > MAX_DOCUMENT_CHARS:
+        return analyze_source("", path, replay=False)
+    return analyze_source(text, path, replay=exact, budget_s=EXACT_BUDGET_S if exact else SYMBOLIC_BUDGET_S)
 
 CONFIG_SECTION = "stridelens"
 ANALYZED = "stridelens/analyzed"
@@ -165,6 +175,14 @@ class StridelensServer(LanguageServer):
 
     def open(self, uri: str, text: str, version: int | None) -> None:
         state = DocState(uri=uri, path=uri_to_path(uri), version=version, text=text)
+        if len(text) > MAX_DOCUMENT_CHARS:
+            self.window_show_message(
+                types.ShowMessageParams(
+                    type=types.MessageType.Info,
+                    message=f"stridelens: {state.path or uri} has {len(text):,} characters; files over "
+                    f"{MAX_DOCUMENT_CHARS:,} are not analysed",
+                )
+            )
         self.docs[uri] = state
         self.schedule(state, 0.0)
 
@@ -190,7 +208,7 @@ class StridelensServer(LanguageServer):
 
     def _snapshot(self, text: str, version: int | None, path: str, exact: bool, settings: Settings) -> Snapshot:
         lines = split_lines(text)
-        analysis = analyze_source(text, path, replay=exact, budget_s=EXACT_BUDGET_S if exact else SYMBOLIC_BUDGET_S)
+        analysis = analyze_document(text, path, exact=exact)
         try:
             findings = diagnostics.check(analysis, settings, lines)
         except Exception as err:
@@ -299,14 +317,18 @@ class StridelensServer(LanguageServer):
             return await self.worker.run_exact(work)
         return await self.worker.run_fast(work)
 
-    def snapshot_for(self, uri: str) -> tuple[DocState, Snapshot] | None:
-        """The analysis of the document's current text; a quick symbolic one if none yet."""
+    async def snapshot_for(self, uri: str) -> tuple[list[str], Snapshot] | None:
+        """The analysis of the document's current text (and that text's lines); a quick
+        symbolic one if none yet, computed in the worker so the event loop keeps serving."""
         state = self.docs.get(uri)
         if state is None:
             return None
         snap = state.current()
         if snap is None:
-            analysis = analyze_source(state.text, state.path, replay=False, budget_s=SYMBOLIC_BUDGET_S)
-            snap = Snapshot(state.version, state.text, analysis, [], False)
-            state.adhoc = snap
-        return state, snap
+            text, version, path = state.text, state.version, state.path
+            analysis = await self.worker.run_fast(lambda: analyze_document(text, path, exact=False))
+            snap = Snapshot(version, text, analysis, [], False)
+            if state.text == text:
+                state.adhoc = snap
+        lines = state.lines if snap.text == state.text else split_lines(snap.text)
+        return lines, snap
