@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from stridelens.server.analysis.positions import byte_to_char, char_to_byte
 from stridelens.server.analysis.values import ListOf, SeqValue, Value
 
 DEFAULT_BUDGET_S = 5.0
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -176,6 +178,10 @@ def analyze_source(
 ) -> Analysis:
     """Analyse one file's text. Never executes it; never raises on bad input."""
     source = source.removeprefix("\ufeff")
+    if not source.isascii() and _LONE_SURROGATE.search(source):
+        # An editor buffer may hold a lone UTF-16 surrogate; nothing can encode or parse it.
+        # U+FFFD is one character and one UTF-16 unit too, so every column stays put.
+        source = _LONE_SURROGATE.sub("\ufffd", source)
     parsed = parse_tolerant(source)
     interpreter = Interpreter(parsed.tree, replay=replay, budget_s=budget_s)
     with warnings.catch_warnings():

@@ -108,3 +108,8 @@ def test_non_ascii_columns() -> None:
     explanation = analysis.explain_at(4, col)
     assert explanation is not None and explanation.expr == "z"
     assert explanation.fact is not None and explanation.fact.strides == (1, 3)
+
+
+def test_a_lone_surrogate_does_not_empty_the_analysis() -> None:
+    code = "import torch\nx = torch.zeros(2, 3)  # \ud800 pasted garbage\ny = x.t()\n"
+    assert fact_at_name(code, "y").strides == (1, 3)

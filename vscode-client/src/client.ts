@@ -1,5 +1,6 @@
 // The language client: `python -m stridelens serve` over stdio (vscode-languageclient appends
 // `--stdio`), a status bar item, and settings passed through as the server's keys.
+import * as os from "os";
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from "vscode-languageclient/node";
 import { checkStridelens, Interpreter, pipCommand, resolveInterpreter, StridelensInfo } from "./interpreter";
@@ -91,7 +92,9 @@ export class ServerManager implements vscode.Disposable {
       command: python,
       args: ["-m", "stridelens", "serve"],
       transport: TransportKind.stdio,
-      options: { env: { ...process.env, PYTHONUNBUFFERED: "1" } },
+      // Not the workspace as working directory: `python -m` puts it first on sys.path, so a
+      // workspace folder named `stridelens/` (or `torch/`) would shadow the real packages.
+      options: { cwd: os.tmpdir(), env: { ...process.env, PYTHONUNBUFFERED: "1" } },
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [
