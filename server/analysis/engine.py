@@ -55,6 +55,14 @@ class Explanation:
     fact: TensorFact | None
     items: tuple[TensorFact | None, ...] | None = None  # for tuple results (chunk, split...)
 
+    @property
+    def knows_something(self) -> bool:
+        return self.fact is not None or self.items is not None
+
+    def answer(self) -> dict[str, Any] | None:
+        """The `explain --format json` answer: the facts, or None where nothing is known."""
+        return self.to_json() if self.knows_something else None
+
     def to_json(self) -> dict[str, Any]:
         if self.fact is not None:
             return self.fact.to_json(self.expr)

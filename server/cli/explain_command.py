@@ -139,8 +139,7 @@ def run(args: argparse.Namespace) -> int:
         if explanation is None:
             answers.append(None)
             continue
-        has_fact = explanation.fact is not None or explanation.items is not None
-        answers.append(explanation.to_json() if has_fact else None)
+        answers.append(explanation.answer())
         texts.append(render_text(spec, explanation))
     if args.format == "json":
         if len(args.positions) == 1:

@@ -35,8 +35,7 @@ def explain_positions(
             answers.append(None)
             continue
         explanation = analysis.explain_at(line0 + 1, enc.to_char(lines[line0], character))
-        has_fact = explanation is not None and (explanation.fact is not None or explanation.items is not None)
-        answers.append(explanation.to_json() if has_fact and explanation is not None else None)
+        answers.append(explanation.answer() if explanation is not None else None)
     return answers
 
 
