@@ -19,7 +19,7 @@ from typing import Any
 from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.constfold import NOT_FOLDED, fold_binop, fold_unary
-from stridelens.server.analysis.facts import ReplayEvent, TensorFact
+from stridelens.server.analysis.facts import Provenance, ReplayEvent, TensorFact
 from stridelens.server.analysis.values import (
     UNKNOWN,
     ClassInfo,
@@ -50,6 +50,13 @@ _LIST_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clea
 
 # Values worth remembering per node: what rules and hover ask about.
 _RECORDED = (TensorFact, SeqValue, ListOf, TorchRef, ModuleValue, GradContext, InstanceValue, ClassInfo)
+
+
+CALLS_DIFFER = "shape differs between calls"
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
 class BudgetExceeded(Exception):
@@ -115,7 +122,11 @@ class Interpreter:
         self.sized_storages: set[int] = set()
         # Functions being interpreted for a concrete call (arguments with known sizes).
         self._call_stack: list[ast.AST] = []
-        self._concrete: set[ast.AST] = set()
+        # Node -> the call site (outermost concrete call) that recorded its fact. A call from
+        # another site joins with it: a function called with two shapes states only what holds
+        # for both. The same site evaluated again (a loop's second pass) overwrites, as in loops.
+        self._concrete: dict[ast.AST, ast.AST] = {}
+        self._outer_site: ast.AST | None = None
         self._returns: list[list[Value]] = []
 
     # ------------------------------------------------------------------ driver
@@ -156,11 +167,29 @@ class Interpreter:
     def record(self, node: ast.AST, value: Value) -> Value:
         if isinstance(value, _RECORDED):
             if self._call_stack:
-                self._concrete.add(node)
-            elif node in self._concrete:
+                previous = self._concrete.get(node)
+                joined = previous is not None and previous is not self._outer_site and node in self.facts
+                self.facts[node] = self._join_call_sites(self.facts[node], value) if joined else value
+                if self._outer_site is not None:
+                    self._concrete[node] = self._outer_site
+                return value
+            if node in self._concrete:
                 return value  # a concrete call already recorded sharper facts here
             self.facts[node] = value
         return value
+
+    def _join_call_sites(self, old: Value, new: Value) -> Value:
+        """The fact of a node in a function body called from two sites, with a note saying
+        why a shape is no longer stated."""
+        joined = join_values(old, new)
+        if not (isinstance(joined, TensorFact) and isinstance(old, TensorFact) and isinstance(new, TensorFact)):
+            return joined
+        notes = tuple(p for p in old.provenance if p.what == CALLS_DIFFER and p not in joined.provenance)
+        site = self._outer_site
+        if old.shape is not None and new.shape is not None and old.shape != new.shape and site is not None:
+            because = f"{_shape_text(old.shape)} vs {_shape_text(new.shape)} from the call"
+            notes += (Provenance(CALLS_DIFFER, because, getattr(site, "lineno", 0)),)
+        return replace(joined, provenance=joined.provenance + notes) if notes else joined
 
     # -------------------------------------------------------------- statements
     def exec_block(self, body: list[ast.stmt], scope: Scope) -> None:
@@ -414,8 +443,9 @@ class Interpreter:
         args: list[Value],
         kwargs: dict[str, Value],
         scope: Scope,
+        site: ast.AST,
     ) -> Value | None:
-        """Interpret `fn` for this call when an argument has known sizes, so shapes flow
+        """Interpret `fn` for this call (at `site`) when an argument has known sizes, so shapes flow
         through user functions and `forward` methods. None when not worth it."""
         if isinstance(fn, ast.AsyncFunctionDef) or fn in self._call_stack or len(self._call_stack) >= MAX_CALL_DEPTH:
             return None
@@ -451,6 +481,8 @@ class Interpreter:
             if name in names:
                 inner.env[name] = value
         self._claim_parameters(inner)
+        if not self._call_stack:
+            self._outer_site = site
         self._call_stack.append(fn)
         self._returns.append([])
         try:
@@ -882,7 +914,7 @@ class Interpreter:
                     return receiver
                 method = receiver.cls.methods.get(name)
                 if method is not None and exact:
-                    result = self.call_concrete(method, receiver, args, kwargs, scope)
+                    result = self.call_concrete(method, receiver, args, kwargs, scope, node)
                     return UNKNOWN if result is None else result
                 return UNKNOWN
             return UNKNOWN
@@ -895,12 +927,12 @@ class Interpreter:
         if isinstance(callee, ClassInfo):
             return InstanceValue(callee)
         if isinstance(callee, FunctionValue) and exact:
-            result = self.call_concrete(callee.node, None, args, kwargs, scope)
+            result = self.call_concrete(callee.node, None, args, kwargs, scope, node)
             return UNKNOWN if result is None else result
         if isinstance(callee, InstanceValue) and callee.cls.is_module:
             forward = callee.cls.methods.get("forward")
             if forward is not None and exact:
-                result = self.call_concrete(forward, callee, args, kwargs, scope)
+                result = self.call_concrete(forward, callee, args, kwargs, scope, node)
                 if result is not None:
                     return result
             return self.call_user_module(callee, args, scope)

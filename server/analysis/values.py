@@ -134,7 +134,7 @@ def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
         carries_graph=same(a.carries_graph, b.carries_graph),
         detached_from=same(a.detached_from, b.detached_from),
         permuted_by=same(a.permuted_by, b.permuted_by),
-        provenance=a.provenance if a.provenance == b.provenance else (),
+        provenance=tuple(p for p in a.provenance if p in b.provenance),  # true on both paths
         storage_key=same(a.storage_key, b.storage_key),
         meta=a.meta if layout_same and a.storage_key == b.storage_key else None,
     )

@@ -66,10 +66,16 @@ class _Instrument(ast.NodeTransformer):
 
 
 def run_for_real(code: str) -> dict[Probe, Any]:
-    seen: dict[Probe, Any] = {}
+    """The value each probe had the last time it ran."""
+    return {probe: values[-1] for probe, values in run_for_real_all(code).items()}
+
+
+def run_for_real_all(code: str) -> dict[Probe, list[Any]]:
+    """Every value each probe had (a function body runs once per call)."""
+    seen: dict[Probe, list[Any]] = {}
 
     def record(line: int, col: int, name: str, value: Any) -> None:
-        seen[Probe(line, col, name)] = value
+        seen.setdefault(Probe(line, col, name), []).append(value)
 
     tree = ast.fix_missing_locations(_Instrument().visit(ast.parse(code)))
     namespace: dict[str, Any] = {"__probe__": record, "__name__": "__oracle__"}
@@ -102,6 +108,15 @@ def compare(fact: TensorFact | None, real: torch.Tensor) -> list[str]:
         if got != want:
             problems.append(f"{name}: engine {got!r}, torch {want!r}")
     return problems
+
+
+def contradictions(fact: TensorFact, real: torch.Tensor) -> list[str]:
+    """Facts the engine states (not None) that the real tensor disagrees with."""
+    return [
+        problem
+        for problem in compare(fact, real)
+        if "engine None" not in problem and problem != "engine knows nothing"
+    ]
 
 
 def analyse(code: str) -> Analysis:

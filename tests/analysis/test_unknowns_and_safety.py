@@ -7,6 +7,7 @@ import ast
 import pytest
 
 from stridelens.server.analysis import analyze_source
+from tests.analysis.oracle import analyse, contradictions, run_for_real_all
 
 
 def fact_at_name(code: str, name: str, occurrence: int = 0):
@@ -113,3 +114,35 @@ def test_non_ascii_columns() -> None:
 def test_a_lone_surrogate_does_not_empty_the_analysis() -> None:
     code = "import torch\nx = torch.zeros(2, 3)  # \ud800 pasted garbage\ny = x.t()\n"
     assert fact_at_name(code, "y").strides == (1, 3)
+
+
+TWO_CALL_SITES = """
+import torch
+
+def block(x):
+    y = x.t()
+    z = y.contiguous()
+    w = y[1:]
+    return z
+
+a = block(torch.zeros(2, 3))
+b = block(torch.zeros(4, 5, 6)[0])
+c = block(torch.ones(7, 3))
+"""
+
+
+def test_a_function_called_with_different_shapes_states_only_what_holds_for_every_call() -> None:
+    analysis = analyse(TWO_CALL_SITES)
+    checked = 0
+    for probe, values in run_for_real_all(TWO_CALL_SITES).items():
+        fact = analysis.explain_at(probe.line, probe.col).fact
+        assert fact is not None, probe
+        for real in values:
+            assert not contradictions(fact, real), (probe, contradictions(fact, real))
+            checked += 1
+    assert checked == 12  # three calls x three probes in `block`, plus a, b, c
+    y = fact_at_name(TWO_CALL_SITES, "y")
+    # What holds for all three calls is still said.
+    assert y.contiguous is False and y.view_of == "x" and y.storage_offset == 0
+    assert y.shape is None  # (3, 2), (6, 5), (3, 7): no single answer, and the reason is given
+    assert "shape differs between calls: (3, 2) vs (6, 5) from the call at line 11" in y.notes(), y.notes()
