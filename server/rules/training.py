@@ -65,6 +65,21 @@ def _called_without_grad(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunc
     return True
 
 
+def _submodule_of_self(fn: ast.AST | None, callee: ast.expr) -> bool:
+    """`self.head(x)` in a method: a layer of the model this method belongs to. A model's own
+    `predict` / `_inference_forward` is a step of its forward; its caller picks the grad mode.
+    (`self.model(x)` in a trainer's `evaluate` stays an inference call.)"""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.args.args:
+        return False
+    self_name = fn.args.args[0].arg
+    return (
+        isinstance(callee, ast.Attribute)
+        and isinstance(callee.value, ast.Name)
+        and callee.value.id == self_name
+        and not _MODEL_NAME.search(callee.attr)
+    )
+
+
 def check_inference_without_no_grad(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
@@ -99,6 +114,8 @@ def check_inference_without_no_grad(analysis: Analysis) -> list[Finding]:
             key = _model_key(analysis, func)
             if key is None or not (key in evaluated or inference_fn):
                 continue
+            if key not in evaluated and _submodule_of_self(fn, func):
+                continue
             if not node.args and not node.keywords:
                 continue
             stmt = enclosing_stmt(index, node)
@@ -132,8 +149,9 @@ SL206 = register(
             "`model.eval()`, or inside a function named evaluate/validate/predict/infer..., when "
             "it runs outside `torch.no_grad()`, `torch.inference_mode()` and "
             "`set_grad_enabled(False)` (blocks and decorators). Functions that also call "
-            "`backward()` or `optimizer.step()` and functions only ever called under no_grad "
-            "in the same file are left alone.",
+            "`backward()` or `optimizer.step()`, functions only ever called under no_grad "
+            "in the same file, and a method's calls of its own layers (`self.head(x)` in a "
+            "model's `predict`: a step of its forward) are left alone.",
             why="`.eval()` only switches dropout and batch-norm behaviour; it does not turn "
             "autograd off. Without no_grad every forward records a graph and keeps its "
             "activations: several times the memory, and slower.",
