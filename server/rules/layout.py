@@ -282,6 +282,7 @@ def check_write_through_view(analysis: Analysis) -> list[Finding]:
     for body in bodies:
         statements = [s for s in walk_body(body) if isinstance(s, ast.stmt)]
         last_fact: dict[str, TensorFact] = {}
+        aliases: set[str] = set()  # names last bound by `a = b`: not a view, the tensor itself
         for i, stmt in enumerate(statements):
             write = _write_target(stmt)
             if write is not None:
@@ -291,8 +292,9 @@ def check_write_through_view(analysis: Analysis) -> list[Finding]:
                 if fact is not None and base and base != name.id:
                     reader = _later_read(statements[i + 1 :], base, name.id)
                     if reader is not None:
+                        what = f"the same tensor as `{base}`" if name.id in aliases else f"a view of `{base}`"
                         message = (
-                            f"in-place write through `{name.id}`, a view of `{base}`: it also changes "
+                            f"in-place write through `{name.id}`, {what}: it also changes "
                             f"`{base}`, which is read afterwards (line {reader})"
                         )
                         out.append(make_finding(analysis, SL104, node_range(analysis, report), message))
@@ -300,6 +302,10 @@ def check_write_through_view(analysis: Analysis) -> list[Finding]:
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for target in targets:
                     if isinstance(target, ast.Name):
+                        if isinstance(stmt.value, ast.Name):
+                            aliases.add(target.id)
+                        else:
+                            aliases.discard(target.id)
                         fact = analysis.fact_of(target)
                         if fact is not None:
                             last_fact[target.id] = fact

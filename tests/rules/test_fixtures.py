@@ -91,3 +91,10 @@ def test_fixed_outputs_run() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", script, *outs], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_sl104_says_whether_it_is_a_view_or_the_same_tensor() -> None:
+    analysis = analyze_file(str(FIXTURES / "sl104_write_view.py"))
+    messages = {f.line: f.message for f in run_rules(analysis, select=["SL104"])}
+    assert "`row`, a view of `x`" in messages[7]
+    assert "`queries`, the same tensor as `point_embeddings`" in messages[43]
