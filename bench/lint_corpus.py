@@ -1,6 +1,9 @@
 """Lint throughput and findings on real model code: timm and torchvision wheels.
 
-    python bench/lint_corpus.py [--skip-torchfix] [--torchfix-timeout S] [--jobs N]
+    python bench/lint_corpus.py [--skip-torchfix] [--torchfix-timeout S] [--jobs N] [--transformers]
+
+`--transformers` adds transformers 5.24.0's `models/` (1,048,775 lines; TorchFix is not run on
+it: FACTS.md records 1,215 s for it on this machine).
 
 Downloads the wheels with `pip download --no-deps` into bench/_corpus/ (git-ignored),
 unzips them (never imports them), then times on each tree:
@@ -30,27 +33,30 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "_corpus"
-PACKAGES = ("timm", "torchvision")
+PACKAGES = (("timm", ""), ("torchvision", ""))  # (name, sub-folder of the package to lint)
+TRANSFORMERS = ("transformers==5.24.0", "models")
 BIN = Path(sys.executable).with_name("stridelens")
 
 
-def fetch() -> dict[str, Path]:
+def fetch(packages: tuple[tuple[str, str], ...]) -> dict[str, Path]:
     CORPUS.mkdir(exist_ok=True)
     trees: dict[str, Path] = {}
-    for name in PACKAGES:
-        wheels = sorted(CORPUS.glob(f"{name}-*.whl"))
+    for spec, sub in packages:
+        name, _, version = spec.partition("==")
+        wheels = sorted(CORPUS.glob(f"{name}-{version or '*'}-*.whl"))
         if not wheels:
             subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--no-deps", "-q", name, "-d", str(CORPUS)],
+                [sys.executable, "-m", "pip", "download", "--no-deps", "-q", spec, "-d", str(CORPUS)],
                 check=True,
             )
-            wheels = sorted(CORPUS.glob(f"{name}-*.whl"))
+            wheels = sorted(CORPUS.glob(f"{name}-{version or '*'}-*.whl"))
         wheel = wheels[-1]
         target = CORPUS / wheel.name.removesuffix(".whl")
         if not target.exists():
             with zipfile.ZipFile(wheel) as archive:
                 archive.extractall(target)
-        trees[wheel.name.split("-")[0] + " " + wheel.name.split("-")[1]] = target / name
+        label = wheel.name.split("-")[0] + " " + wheel.name.split("-")[1] + (f" {sub}/" if sub else "")
+        trees[label] = target / name / sub if sub else target / name
     return trees
 
 
@@ -107,12 +113,13 @@ def main() -> int:
     parser.add_argument("--torchfix-timeout", type=float, default=900)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--sample", type=int, default=20)
+    parser.add_argument("--transformers", action="store_true", help="also transformers' models/")
     args = parser.parse_args()
 
-    trees = fetch()
+    trees = fetch(PACKAGES + ((TRANSFORMERS,) if args.transformers else ()))
     torchfix = None if args.skip_torchfix else ensure_torchfix()
     all_findings: list[dict] = []
-    print(f"{'tree':<20} {'files':>6} {'lines':>8} {'parse s':>8} {'check 1c':>9} {'x parse':>8} "
+    print(f"{'tree':<27} {'files':>6} {'lines':>8} {'parse s':>8} {'check 1c':>9} {'x parse':>8} "
           f"{f'check {args.jobs}c':>9} {'x parse':>8} {'torchfix':>9} {'tf/check':>9}")
     for label, root in trees.items():
         files = python_files(root)
@@ -124,10 +131,11 @@ def main() -> int:
         one_s, findings = run_check(root, 1)
         many_s, _ = run_check(root, args.jobs)
         all_findings.extend(findings)
-        tf = run_torchfix(torchfix, root, args.torchfix_timeout) if torchfix else None
-        tf_text = "skipped" if torchfix is None else (f"{tf:.1f}" if tf is not None else f">{args.torchfix_timeout:.0f}")
+        run_tf = torchfix is not None and not label.startswith("transformers")
+        tf = run_torchfix(torchfix, root, args.torchfix_timeout) if run_tf and torchfix else None
+        tf_text = "skipped" if not run_tf else (f"{tf:.1f}" if tf is not None else f">{args.torchfix_timeout:.0f}")
         ratio = f"{tf / one_s:.0f}x" if tf else "-"
-        print(f"{label:<20} {len(files):>6} {lines:>8} {parse_s:>8.2f} {one_s:>9.2f} {one_s / parse_s:>7.1f}x "
+        print(f"{label:<27} {len(files):>6} {lines:>8} {parse_s:>8.2f} {one_s:>9.2f} {one_s / parse_s:>7.1f}x "
               f"{many_s:>9.2f} {many_s / parse_s:>7.1f}x {tf_text:>9} {ratio:>9}")
 
     print("\nfindings per rule:")
