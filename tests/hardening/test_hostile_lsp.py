@@ -262,7 +262,6 @@ def test_five_megabyte_document(lsp: LspProcess) -> None:
     text += "tail = torch.zeros(4, 5)\n"
     lines = text.count("\n")
     uri = uri_of(lsp, "huge.py")
-    started = time.monotonic()
     lsp.open(uri, text)
     assert_alive(lsp, "5 MB didOpen")
     reply = lsp.hover(uri, lines - 1, 0, timeout=60)
@@ -271,20 +270,23 @@ def test_five_megabyte_document(lsp: LspProcess) -> None:
     change(lsp, uri, 2, (lines, 0, lines, 0, "more = tail.t()\n"))
     assert "result" in lsp.hover(uri, lines, 0, timeout=60)
     assert_alive(lsp, "5 MB edits")
-    assert time.monotonic() - started < 90
 
 
 def test_burst_of_500_changes(lsp: LspProcess) -> None:
     uri = uri_of(lsp, "burst.py")
     lsp.open(uri, CANARY)
-    started = time.monotonic()
-    for i in range(500):  # each adds a line; all sent well within a second
+    lsp.wait_analyzed(uri, exact=None, version=1)
+    start = lsp.mark()
+    for i in range(500):  # each adds a line, sent as fast as the pipe takes them
         change(lsp, uri, i + 2, (3 + i, 0, 3 + i, 0, f"v{i} = y[{i % 2}:]\n"))
-    sent_in = time.monotonic() - started
-    # Writes block when the server reads slower than we send: ~1.2-1.6 s here, on 2 busy cores.
-    assert sent_in < 5, f"the server took {sent_in:.2f} s to take in 500 changes"
     final = lsp.wait_analyzed(uri, exact=None, version=501, timeout=60)
     assert final["params"]["version"] == 501
+    # The server takes changes in while it analyses and skips the versions already stale: a few
+    # analyses for the burst, not one per keystroke queued behind each other.
+    with lsp.cond:
+        runs = [m for m in lsp.messages[start:] if m.get("method") == "stridelens/analyzed"
+                and (m.get("params") or {}).get("uri") == uri]  # fmt: skip
+    assert len(runs) <= 50, f"{len(runs)} analyses for 500 changes"
     reply = lsp.hover(uri, 3 + 499, 0)
     assert "v499" in json.dumps(reply["result"]) and "view" in json.dumps(reply["result"])
     assert_alive(lsp, "burst")
@@ -341,7 +343,5 @@ def test_shutdown_in_the_middle_of_work(lsp: LspProcess) -> None:
     late = lsp.request_async("textDocument/hover", request_kinds(uri)[0][1])
     late_reply = lsp.response(late, timeout=10)
     assert late_reply.get("error", {}).get("code") == -32600  # InvalidRequest after shutdown
-    started = time.monotonic()
     lsp.notify("exit")
-    assert lsp.proc.wait(timeout=10) == 0
-    assert time.monotonic() - started < 5
+    assert lsp.proc.wait(timeout=10) == 0  # a clean exit, not a hang
