@@ -8,6 +8,7 @@ from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
+    SCOPE_NODES,
     Index,
     append_edit,
     call_from_attr_range,
@@ -98,15 +99,16 @@ def _backward_after_loop(analysis: Analysis, loop: ast.AST, names: set[str]) -> 
 def _in_training_code(analysis: Analysis, loop: ast.AST) -> bool:
     """The loop, or the function holding it, runs backward or an optimizer step."""
     index = index_of(analysis)
+    if not index.training_scopes:
+        # From the calls up to their scope, once per file: not a walk of every function body.
+        index.training_scopes[analysis.tree] = False
+        for call in index.calls:
+            if is_backward_call(call) or is_optimizer_step(call):
+                scope = enclosing(index, call, SCOPE_NODES)
+                if not isinstance(scope, ast.ClassDef):  # a class body is nobody's code path
+                    index.training_scopes[scope if scope is not None else analysis.tree] = True
     scope = enclosing_scope(index, loop)
-    known = index.training_scopes
-    key = scope if scope is not None else analysis.tree
-    if key not in known:  # one walk per function, not one per loop in it
-        body = scope.body if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else analysis.tree.body
-        known[key] = any(
-            is_backward_call(n) or is_optimizer_step(n) for n in walk_body(body if isinstance(body, list) else [])
-        )
-    return known[key]
+    return index.training_scopes.get(scope if scope is not None else analysis.tree, False)
 
 
 def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
