@@ -8,7 +8,10 @@ line somewhere (character by character, a didChange per key), hovers identifiers
 asks for inlay hints and code actions now and then, and deletes the line again, so the text
 stays the same size: memory should stay flat. Every 30 s one line: elapsed time, the server's
 RSS (VmRSS of its process), edits and hovers so far, hover p50/p95 over the last 30 s. At the
-end: RSS after warm-up, peak, last, and growth from warm-up to the last sample.
+end: RSS after warm-up, peak, last, growth from warm-up to the last sample, and the verdict:
+memory is bounded when RSS grew at most BOUND_MB from the 1/3 point of the run to its end
+(warm-up, caches and allocator pools are filled by then; a leak keeps going).
+STRIDELENS_LSP_MEMTRACE=<file> (server/lsp/memtrace.py) makes the server log what grows.
 Not part of the test suite.
 """
 
@@ -32,6 +35,9 @@ from generate_model import generate_model_source  # noqa: E402
 from tests.hardening.lsp_wire import LspProcess  # noqa: E402
 
 IDENT = re.compile(r"\b[a-z_][a-z_0-9]*\b")
+# Steady state wanders ~1-2 MB (the fixed server: +0.1 MB from 210 s to 600 s); the pygls
+# future leak added 3-8 MB/min, so even a 3-minute run crosses this.
+BOUND_MB = 5.0
 TYPED = ["probe = tokens.transpose(0, 1).contiguous()", "flat2 = video.reshape(2, -1).t()",
          "extra = result.detach().clone()", "losses.append(loss.item())"]  # fmt: skip
 
@@ -41,6 +47,17 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def verdict(samples: list[tuple[float, float]]) -> str:
+    """Growth from the 1/3 point of the run to its end, and whether that is bounded."""
+    end_t, last = samples[-1]
+    third_t, third = next((t, r) for t, r in samples if t >= end_t / 3)
+    late = last - third
+    per_min = late / ((end_t - third_t) / 60) if end_t > third_t else 0.0
+    word = "BOUNDED" if late <= BOUND_MB else "GROWING"
+    return (f"{word}: RSS {third:.1f} MB at {third_t:.0f} s (1/3 point) -> {last:.1f} MB at {end_t:.0f} s, "
+            f"{late:+.1f} MB ({per_min:+.2f} MB/min; bound {BOUND_MB:g} MB)")
 
 
 def main() -> int:
@@ -126,6 +143,7 @@ def main() -> int:
     last = samples[-1][1]
     print(f"RSS after warm-up {warm:.1f} MB, peak {peak:.1f} MB, last {last:.1f} MB, "
           f"growth {last - warm:+.1f} MB ({(last - warm) / warm * 100:+.1f}%); exit code {code}")
+    print(verdict(samples))
     return 0
 
 

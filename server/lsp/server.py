@@ -6,7 +6,14 @@ import asyncio
 
 from lsprotocol import types
 
-from stridelens.server.lsp import code_actions, explain_request, hover, inlay_hints, lifecycle
+from stridelens.server.lsp import (
+    code_actions,
+    explain_request,
+    hover,
+    inlay_hints,
+    lifecycle,
+    memtrace,
+)
 from stridelens.server.lsp.session import StridelensServer
 
 
@@ -142,6 +149,7 @@ def build_server() -> StridelensServer:
 def serve_stdio(log_file: str | None = None) -> int:
     lifecycle.configure_logging(log_file)
     server = build_server()
+    memtrace.start(server)
     server.start_io()
     # stdin closed without `exit`: the client is gone.
     lifecycle.hard_exit(0 if server.protocol._shutdown else 1)
@@ -151,6 +159,7 @@ def serve_stdio(log_file: str | None = None) -> int:
 def serve_tcp(host: str, port: int, log_file: str | None = None) -> int:
     lifecycle.configure_logging(log_file)
     server = build_server()
+    memtrace.start(server)
     server.start_tcp(host, port)
     lifecycle.hard_exit(0 if server.protocol._shutdown else 1)
     return 1
