@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: package the extension, install it into code-server 4.100.3, and drive the
-# scenario (static hover, SL101 quick fix, fallback debugger + runtime facts + memory panel)
+# scenario (static hover, SL101 quick fix, fallback debugger + runtime facts + memory panel,
+# a Python without stridelens, attach by host:port to a running debugpy.listen() process)
 # in Debian's chromium. Everything installed is cached under vscode-client/.e2e/; screenshots
 # land in vscode-client/e2e-artifacts/. Leaves no process behind.
 set -euo pipefail
@@ -27,6 +28,8 @@ echo "e2e: packaged $(du -k stridelens.vsix | cut -f1) KiB"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/stridelens-e2e.XXXXXX")"
 CS_PID=""
 cleanup() {
+  # Step 5's debuggee (its own process group), should the scenario not have ended it.
+  if [ -s "$TMP/attach-target.pid" ]; then kill -KILL -- "-$(cat "$TMP/attach-target.pid")" 2>/dev/null || true; fi
   if [ -n "$CS_PID" ] && kill -0 "$CS_PID" 2>/dev/null; then
     kill -TERM -- "-$CS_PID" 2>/dev/null || true   # code-server's own process group (setsid)
     for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$CS_PID" 2>/dev/null || break; sleep 0.3; done
@@ -40,6 +43,7 @@ trap cleanup EXIT INT TERM
 WS="$TMP/ws"
 mkdir -p "$WS/.vscode" "$TMP/xdg/config" "$TMP/xdg/data" "$TMP/xdg/cache" "$TMP/xdg/state" "$TMP/tmp" "$TMP/user/User"
 cp -r "$REPO/examples" "$WS/examples"
+cp "$CLIENT/e2e/attach_target.py" "$WS/attach_target.py"   # step 5's debuggee (there before quick open indexes)
 cat > "$WS/.vscode/settings.json" <<JSON
 { "stridelens.interpreter": "$PYTHON" }
 JSON
@@ -77,6 +81,8 @@ echo "e2e: code-server on 127.0.0.1:$PORT"
 # A Python without stridelens, for the "not installed" step.
 python3 -m venv --without-pip "$TMP/bare" 2>/dev/null || "$PYTHON" -m venv --without-pip "$TMP/bare"
 export E2E_BARE_PYTHON="$TMP/bare/bin/python"
+# Step 5 runs an attach target with the venv's Python; its process group id goes to the pidfile.
+export E2E_PYTHON="$PYTHON" E2E_TARGET_PIDFILE="$TMP/attach-target.pid"
 rm -rf "$ARTIFACTS"
 rc=0
 node "$CLIENT/e2e/scenario.mjs" "http://127.0.0.1:$PORT" "$WS" "$ARTIFACTS" || rc=$?

@@ -1,9 +1,12 @@
 // The end-to-end scenario in a real VS Code (code-server) in Debian's chromium:
 //   1. static hover on `b = a[1:, 1:3]`           2. SL101 quick fix through the lightbulb menu
 //   3. fallback debugger: breakpoint, inline runtime facts, runtime hover card, memory panel
+//   4. an interpreter without stridelens      5. attach by host:port to a running process (debugpy.listen)
 // Usage: node scenario.mjs URL WORKSPACE ARTIFACTS   (run by e2e/run.sh)
 import { chromium } from "playwright-core";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { join } from "node:path";
 
 const [url, workspace, artifacts] = process.argv.slice(2);
@@ -65,11 +68,24 @@ async function until(what, fn, timeout = 30_000, every = 300) {
 async function runCommand(title) {
   await page.keyboard.press("Escape");
   await page.keyboard.press("Control+Shift+P");
+  await pick(`>${title}`, title);
+}
+
+/** Type `filter` into the open quick input and accept the row labelled exactly `label`. */
+async function pick(filter, label, timeout = 10_000) {
   const input = page.locator(".quick-input-widget input").first();
   await input.waitFor({ state: "visible" });
-  await input.fill(`>${title}`);
-  await until(`command "${title}" in the palette`, async () =>
-    (await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).count()) > 0, 10_000);
+  await input.fill(filter);
+  await until(`"${label}" in the quick input`, async () =>
+    (await page.locator(".quick-input-list .monaco-list-row", { hasText: label }).count()) > 0, timeout);
+  // Several rows may contain the label ("Debug: Disconnect and Suspend"): move to the exact one.
+  await until(`"${label}" focused`, async () => {
+    const focused = page.locator(".quick-input-list .monaco-list-row.focused .label-name").first();
+    const text = ((await focused.count()) ? await focused.innerText() : "").replace(/\s+/g, " ").trim();
+    if (text === label) return true;
+    await page.keyboard.press("ArrowDown");
+    return false;
+  }, 5000, 150);
   await page.keyboard.press("Enter");
 }
 
@@ -148,6 +164,70 @@ async function hoverUntil(lineText, col, re, timeout = 45_000) {
     const text = await hover.innerText();
     return re.test(text) ? { text, hover } : false;
   }, timeout, 200);
+}
+
+/** The status bar's text (the stridelens item: "stridelens · exact", "stridelens error", ...). */
+const statusText = async () => (await page.locator(".statusbar").innerText()).replace(/\s+/g, " ");
+
+/** Whether something accepts TCP connections on 127.0.0.1:port. */
+function portOpen(port) {
+  return new Promise((resolve) => {
+    const sock = connect({ host: "127.0.0.1", port });
+    const done = (v) => {
+      sock.destroy();
+      resolve(v);
+    };
+    sock.setTimeout(1000, () => done(false));
+    sock.once("connect", () => done(true));
+    sock.once("error", () => done(false));
+  });
+}
+
+// Step 5's debuggee, in a process group of its own. Killed at the end of the step, and also
+// here when the scenario exits early (an exception, a signal); run.sh kills the group named
+// in E2E_TARGET_PIDFILE should node itself be killed.
+let target;
+const exited = (t) => t.child.exitCode !== null || t.child.signalCode !== null;
+function killTargetNow() {
+  if (target && !exited(target)) {
+    try {
+      process.kill(-target.child.pid, "SIGKILL");
+    } catch { /* gone */ }
+  }
+}
+process.on("exit", killTargetNow);
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, () => process.exit(128 + (sig === "SIGINT" ? 2 : sig === "SIGTERM" ? 15 : 1)));
+
+function startTarget(python, file) {
+  const child = spawn(python, [file], {
+    cwd: workspace,
+    detached: true, // its own process group: killing it takes anything it started along
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, PYDEVD_DISABLE_FILE_VALIDATION: "1", PYTHONUNBUFFERED: "1" },
+  });
+  const t = { child, out: "", exited: new Promise((r) => child.once("exit", (code, sig) => r({ code, sig }))) };
+  child.stdout.on("data", (d) => (t.out += d));
+  child.stderr.on("data", (d) => (t.out += d));
+  if (process.env.E2E_TARGET_PIDFILE) writeFileSync(process.env.E2E_TARGET_PIDFILE, String(child.pid));
+  target = t;
+  return t;
+}
+
+/** SIGTERM the target's group, SIGKILL it after 5 s; the log goes to the artifacts. */
+async function stopTarget(t) {
+  if (!exited(t)) {
+    try {
+      process.kill(-t.child.pid, "SIGTERM");
+    } catch { /* gone */ }
+    const exited = await Promise.race([t.exited.then(() => true), sleep(5000).then(() => false)]);
+    if (!exited) {
+      log("attach target ignored SIGTERM: SIGKILL");
+      killTargetNow();
+      await Promise.race([t.exited, sleep(5000)]);
+    }
+  }
+  if (process.env.E2E_TARGET_PIDFILE) rmSync(process.env.E2E_TARGET_PIDFILE, { force: true });
+  writeFileSync(join(artifacts, "5-attach-target.log"), t.out);
 }
 
 try {
@@ -282,6 +362,79 @@ try {
       writeFileSync(settings, before);
     }
   });
+
+  await step("5 attach by host:port to a running process: inline facts, disconnect leaves it running", async () => {
+    const python = process.env.E2E_PYTHON;
+    if (!python) throw new Error("E2E_PYTHON not set by run.sh");
+    await page.mouse.move(5, 5);
+    const rel = "attach_target.py"; // copied into the workspace by run.sh
+    const file = join(workspace, rel);
+    await openFile(rel);
+    // The runtime probe's source comes from the server's interpreter: after step 4 it must be
+    // the venv's again (fixing the setting restarts the server).
+    await until("the language server ready on the venv's Python", async () => {
+      const s = await statusText();
+      return /stridelens/.test(s) && !/stridelens (error|starting|stopped)/.test(s);
+    }, 60_000, 500);
+    const t = startTarget(python, file);
+    let port;
+    try {
+      const m = await until("the target to listen", async () => exited(t) || /^LISTENING (\S+) (\d+)$/m.exec(t.out), 60_000, 200)
+        .catch((e) => {
+          throw new Error(`${e.message}; target output: ${t.out.slice(-800)}`);
+        });
+      if (m === true) throw new Error(`the target exited (${t.child.exitCode ?? t.child.signalCode}): ${t.out.slice(-800)}`);
+      if (m[1] !== "127.0.0.1") throw new Error(`the target listens on ${m[1]}, not loopback`);
+      port = Number(m[2]);
+      log(`target pid ${t.child.pid} listening on 127.0.0.1:${port}`);
+      const name = "e2e: attach to the running target";
+      writeFileSync(join(workspace, ".vscode", "launch.json"), JSON.stringify({
+        version: "0.2.0",
+        configurations: [{ type: "stridelens", request: "attach", name, connect: { host: "127.0.0.1", port } }],
+      }, null, 2));
+      await until("the attach configuration to be offered", async () => {
+        await page.keyboard.press("Escape");
+        await runCommand("Debug: Select and Start Debugging");
+        try {
+          await pick(`debug ${name}`, name, 3000); // the picker is the "debug " quick access; launch.json may not be read yet
+          return true;
+        } catch {
+          return false;
+        }
+      }, 30_000, 1000);
+      log("attaching");
+      await until("the attached process to stop", async () => exited(t) || (await page.locator(".codicon-debug-stackframe").count()) > 0, 60_000, 500);
+      if (exited(t)) throw new Error(`the target exited (${t.child.exitCode ?? t.child.signalCode}): ${t.out.slice(-800)}`);
+      log("stopped at debugpy.breakpoint()");
+      const inline = await until("inline runtime facts of the attached process", async () => {
+        const s = (await inlineDecorations()).join("\n");
+        return /grid_t: \(4, 3\) · float32 · cpu · strides \(1, 4\) · offset 0 · non-contiguous · view of grid/.test(s) &&
+          /window: \(2, 2\) · float32 · cpu · strides \(4, 1\) · offset 5 · non-contiguous · view of grid/.test(s) &&
+          /grid: \(3, 4\) · float32 · cpu · strides \(4, 1\) · offset 0 · contiguous/.test(s) ? s : false;
+      }, 60_000, 500);
+      log(`inline: ${inline.split("\n").join(" | ").slice(0, 400)}`);
+      await shot("5-attach-inline-facts");
+      const { text } = await hoverUntil("= grid.t()", 6, /stridelens · runtime/);
+      for (const re of [/\(4, 3\)/, /\(1, 4\)/, /non-contiguous/]) if (!re.test(text)) throw new Error(`runtime card lacks ${re}: ${text}`);
+      await page.mouse.move(5, 5);
+      await runCommand("Debug: Disconnect");
+      log("disconnected");
+      await until("the target to run on after the disconnect", async () => /^RESUMED \(1, 4\) 5$/m.test(t.out), 20_000, 200);
+      await until("the debug session to end and the facts to go", async () =>
+        (await page.locator(".codicon-debug-stackframe").count()) === 0 && !(await inlineDecorations()).some((d) => /grid_t:/.test(d)), 20_000, 500);
+      await sleep(1000);
+      if (exited(t)) {
+        throw new Error(`disconnecting ended the target (exit ${t.child.exitCode ?? t.child.signalCode}): ${t.out.slice(-800)}`);
+      }
+      log(`target ${t.child.pid} still running after the disconnect`);
+      await shot("5-attach-disconnected");
+    } finally {
+      await stopTarget(t);
+    }
+    log(`target stopped (${t.child.exitCode ?? t.child.signalCode})`);
+    // debugpy.listen() started an adapter in a session of its own: it goes when its debuggee does.
+    if (port) await until("debugpy's adapter to close its port", async () => !(await portOpen(port)), 15_000, 500);
+  });
 } finally {
   try {
     await page.goto("about:blank");
@@ -291,4 +444,4 @@ try {
 const failed = results.filter((r) => !r.ok);
 log(`${results.length - failed.length}/${results.length} steps passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 for (const r of results) console.log(`  ${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.s.toFixed(1)} s)${r.ok ? "" : ` — ${r.error}`}`);
-process.exit(failed.length || results.length < 4 ? 1 : 0);
+process.exit(failed.length || results.length < 5 ? 1 : 0);

@@ -81,10 +81,14 @@ export class ServerManager implements vscode.Disposable {
       const msg = e instanceof Error ? e.message : String(e);
       this.output.appendLine(msg);
       this.set("error", msg.split("\n")[0]);
-      const choice = await vscode.window.showErrorMessage(msg.split("\n")[0], "Copy install command", "Open settings", "Show output");
-      if (choice === "Copy install command") await vscode.env.clipboard.writeText(pipCommand(python));
-      else if (choice === "Open settings") await vscode.commands.executeCommand("workbench.action.openSettings", "stridelens.interpreter");
-      else if (choice === "Show output") this.output.show();
+      // Not awaited: the notification stays open until the user acts on it, and restart()
+      // waits for a start in progress, so fixing the interpreter setting would do nothing
+      // while it is open.
+      void vscode.window.showErrorMessage(msg.split("\n")[0], "Copy install command", "Open settings", "Show output").then(async (choice) => {
+        if (choice === "Copy install command") await vscode.env.clipboard.writeText(pipCommand(python));
+        else if (choice === "Open settings") await vscode.commands.executeCommand("workbench.action.openSettings", "stridelens.interpreter");
+        else if (choice === "Show output") this.output.show();
+      });
       return;
     }
     if (!vscode.workspace.getConfiguration("stridelens").get<boolean>("replay", true)) this.exact = false;

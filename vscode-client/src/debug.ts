@@ -1,9 +1,10 @@
-// The fallback debugger: a `stridelens` debug type that runs debugpy's own adapter
-// (`python -m debugpy.adapter`) from the selected interpreter, for launching the current file
-// or attaching to a PID / host:port (loopback unless `allowRemote`).
+// The fallback debugger: a `stridelens` debug type backed by debugpy's own adapter. Launching
+// the current file or attaching to a PID runs `python -m debugpy.adapter` from the selected
+// interpreter; attaching to host:port (loopback unless `allowRemote`) talks to the adapter that
+// debugpy.listen() started in the target, as the Python extension does.
 import * as vscode from "vscode";
 import { resolveInterpreter, run } from "./interpreter";
-import { isLoopback } from "./runtime/address";
+import { connectEndpoint, isLoopback } from "./runtime/address";
 
 
 export function registerFallbackDebugger(log: (m: string) => void): vscode.Disposable[] {
@@ -52,6 +53,14 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
       return config;
     },
     resolveDebugConfigurationWithSubstitutedVariables(_folder, config) {
+      if (config.request === "attach" && config.connect !== undefined) {
+        const ep = connectEndpoint(config.connect);
+        if ("error" in ep) {
+          void vscode.window.showErrorMessage(`stridelens: ${ep.error}.`);
+          return undefined;
+        }
+        config.connect = ep;
+      }
       if (typeof config.processId === "string" && /^\d+$/.test(config.processId)) config.processId = Number(config.processId);
       if (config.python && typeof config.python === "string") config.python = [config.python];
       return config;
@@ -59,6 +68,16 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
   };
   const factory: vscode.DebugAdapterDescriptorFactory = {
     async createDebugAdapterDescriptor(session) {
+      const cfg = session.configuration;
+      if (cfg.request === "attach" && cfg.connect !== undefined) {
+        // The target's debugpy.listen() started an adapter on that port: talk DAP to it. A
+        // local `python -m debugpy.adapter` would not connect there; it would wait for a
+        // debug server to connect to it, and time out.
+        const ep = connectEndpoint(cfg.connect);
+        if ("error" in ep) throw new Error(ep.error);
+        log(`fallback debugger: attaching to the debugpy adapter at ${ep.host}:${ep.port}`);
+        return new vscode.DebugAdapterServer(ep.port, ep.host);
+      }
       const py = Array.isArray(session.configuration.python) ? session.configuration.python[0] : session.configuration.python;
       const python = py || (await resolveInterpreter(session.workspaceFolder?.uri)).path;
       const check = await run(python, ["-c", "import debugpy, sys; print(debugpy.__version__)"], 20_000);

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { buildPanelModel, findSourceLines, nameToExpression, storageStrip, tensorDetail } from "../src/runtime/panelModel";
-import { isLoopback } from "../src/runtime/address";
+import { connectEndpoint, isLoopback } from "../src/runtime/address";
 import { isSafeExpression } from "../src/runtime/safety";
 import type { FrameReport, ProcessReport } from "../src/runtime/facts";
 
@@ -96,4 +96,14 @@ test("frame-report names become safe expressions", () => {
 test("attach addresses: loopback only by default", () => {
   for (const h of ["127.0.0.1", "localhost", "::1", "127.3.2.1"]) assert.ok(isLoopback(h), h);
   for (const h of ["0.0.0.0", "10.0.0.2", "example.com", "128.0.0.1"]) assert.ok(!isLoopback(h), h);
+});
+
+test("attach connect endpoints: host defaults to loopback, the port must be a port number", () => {
+  assert.deepEqual(connectEndpoint({ host: "127.0.0.1", port: 5678 }), { host: "127.0.0.1", port: 5678 });
+  assert.deepEqual(connectEndpoint({ port: 5678 }), { host: "127.0.0.1", port: 5678 });
+  assert.deepEqual(connectEndpoint({ host: "localhost", port: "5678" }), { host: "localhost", port: 5678 }); // ${input:…}
+  assert.deepEqual(connectEndpoint({ host: "[::1]", port: 5678 }), { host: "::1", port: 5678 });
+  for (const c of [undefined, null, "127.0.0.1:5678", {}, { port: 0 }, { port: 70000 }, { port: 56.5 }, { port: "x" }, { port: "" }]) {
+    assert.ok("error" in connectEndpoint(c), JSON.stringify(c));
+  }
 });
