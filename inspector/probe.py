@@ -336,7 +336,23 @@ def _frame_entries(ns: dict[str, Any], tensor_type: type, module_type: Any) -> l
     return out
 
 
-def _member(name: str, t: Any, ids: dict[int, str]) -> dict[str, Any]:
+def _whole_views(entries: list[tuple[str, Any]], ids: dict[int, str]) -> dict[int, str]:
+    """Unnamed bases that a named tensor covers whole (`grid = arange(12).reshape(3, 4)`):
+    id of the base -> that name, so `grid.t()` reads as a view of `grid`, not of "a base"."""
+    out: dict[int, str] = {}
+    for name, t in entries:
+        base = t._base
+        if base is None or id(base) in ids or id(base) in out:
+            continue
+        same = _safe(lambda t=t, base=base: t.numel() == base.numel() and t.is_contiguous()
+                     and base.is_contiguous() and t.storage_offset() == base.storage_offset()
+                     and t.dtype == base.dtype)
+        if same:
+            out[id(base)] = name
+    return out
+
+
+def _member(name: str, t: Any, ids: dict[int, str], whole: dict[int, str] | None = None) -> dict[str, Any]:
     m: dict[str, Any] = {
         "name": name,
         "shape": _safe(lambda: list(t.shape)),
@@ -351,7 +367,10 @@ def _member(name: str, t: Any, ids: dict[int, str]) -> dict[str, Any]:
     }
     base = t._base
     m["is_view"] = base is not None
-    m["view_of"] = ids.get(id(base)) if base is not None else None
+    view_of = None
+    if base is not None:
+        view_of = ids.get(id(base)) or (whole or {}).get(id(base))
+    m["view_of"] = view_of if view_of != name else None
     return m
 
 
@@ -361,6 +380,7 @@ def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
     ids: dict[int, str] = {}
     for name, t in entries:
         ids.setdefault(id(t), name)
+    whole = _whole_views(entries, ids)
     groups: dict[str, dict[str, Any]] = {}
     loose: list[dict[str, Any]] = []
     for name, t in entries:
@@ -369,7 +389,7 @@ def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
             loose.append({"name": name, "layout": str(t.layout).replace("torch.", ""), "note": "no single strided storage"})
             continue
         g = groups.setdefault(st[0], {"storage_key": st[0], "device": st[2], "storage_bytes": st[1], "tensors": []})
-        g["tensors"].append(_member(name, t, ids))
+        g["tensors"].append(_member(name, t, ids, whole))
     out = sorted(groups.values(), key=lambda g: -g["storage_bytes"])
     for g in out:
         g["summary"] = _group_summary(g)

@@ -254,3 +254,20 @@ def test_probe_in_target_without_torch() -> None:
     first, second = out.stdout.splitlines()
     assert json.loads(first) == {"ok": False, "error": "the target process has not imported torch"}
     assert second == "False"
+
+
+def test_a_view_of_an_unnamed_base_is_named_after_the_tensor_covering_it() -> None:
+    grid = torch.arange(12.0).reshape(3, 4)  # itself a view of the unnamed arange result
+    grid_t = grid.t()
+    window = grid[1:, 1:3]
+    r = probe.frame_report({"grid": grid, "grid_t": grid_t, "window": window})
+    (g,) = r["groups"]
+    members = {m["name"]: m for m in g["tensors"]}
+    assert members["grid_t"]["view_of"] == "grid" and members["window"]["view_of"] == "grid"
+    assert members["grid"]["is_view"] is True and members["grid"]["view_of"] is None
+    assert "grid_t is a view of grid at offset 0" in g["summary"]
+    # Half of the base is not the base: `tail` is not called a view of `head`.
+    head = torch.arange(12.0)[:6]
+    r = probe.frame_report({"head": head, "tail": head[1:]})
+    members = {m["name"]: m for m in r["groups"][0]["tensors"]}
+    assert members["tail"]["view_of"] is None
