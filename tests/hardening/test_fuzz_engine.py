@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from stridelens.server.analysis import analyze_source
 from stridelens.server.rules import run_rules
 from stridelens.server.rules.fixes import apply_edits, parses
-from tests.analysis.oracle import compare, run_for_real
+from tests.analysis.oracle import compare, contradictions, run_for_real, run_for_real_all
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").rglob("*.py"))
@@ -140,6 +140,45 @@ def test_generated_programs_agree_with_torch_where_known(program: str) -> None:
         if fact is None or fact.shape is None:
             continue  # unknown is allowed; wrong is not
         assert not compare(fact, value), (program, probe, compare(fact, value))
+
+
+@st.composite
+def two_call_program(draw: st.DrawFn) -> str:
+    """A function of `x` called from two (or three) sites with tensors of different shapes."""
+    names = ["x"]
+    body: list[str] = []
+    for i in range(draw(st.integers(1, 6))):
+        name = f"v{i}"
+        if draw(st.booleans()):
+            body.append(f"{name} = {draw(op_on(draw(st.sampled_from(names))))}")
+        else:
+            a, b = draw(st.sampled_from(names)), draw(st.sampled_from(names))
+            body.append(f"{name} = {a} {draw(st.sampled_from(['+', '*', '@']))} {b}")
+        names.append(name)
+    lines = ["import torch", "", "def run(x):", *("    " + line for line in body), "    return x", ""]
+    for _ in range(draw(st.integers(2, 3))):
+        shape = ", ".join(str(n) for n in draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+        lines.append(f"run(torch.{draw(FACTORIES)}({shape}){draw(st.sampled_from(['', '.t()', '[1:]']))})")
+    return "\n".join(lines) + "\n"
+
+
+@FUZZ
+@given(two_call_program())
+@pytest.mark.timeout(600)
+def test_a_function_called_with_several_shapes_states_only_what_holds_for_every_call(program: str) -> None:
+    try:
+        real = run_for_real_all(program)
+    except Exception:  # noqa: BLE001 - torch rejects one of the calls: nothing to compare
+        return
+    analysis = analyze_source(program, budget_s=2.0)
+    for probe, values in real.items():
+        explanation = analysis.explain_at(probe.line, probe.col)
+        fact = explanation.fact if explanation is not None else None
+        if fact is None:
+            continue
+        for value in values:
+            if isinstance(value, torch.Tensor):
+                assert not contradictions(fact, value), (program, probe, contradictions(fact, value))
 
 
 # ------------------------------------------------------------------------ mutated files
