@@ -169,6 +169,33 @@ async function hoverUntil(lineText, col, re, timeout = 45_000) {
 /** The status bar's text (the stridelens item: "stridelens · exact", "stridelens error", ...). */
 const statusText = async () => (await page.locator(".statusbar").innerText()).replace(/\s+/g, " ");
 
+const squash = (t) => t.replace(/\s+/g, " ").trim();
+
+/** Notification toasts matching `re`, looked at every 200 ms until stop() (a toast can come and go between two looks). */
+function watchToasts(re) {
+  const seen = new Set();
+  let on = true;
+  const loop = (async () => {
+    while (on) {
+      for (const t of await page.locator(".notification-toast", { hasText: re }).allInnerTexts().catch(() => [])) seen.add(squash(t));
+      await sleep(200);
+    }
+  })();
+  return { stop: async () => ((on = false), await loop, [...seen]) };
+}
+
+/** The messages in the notification center (it keeps those whose toasts have gone). */
+async function notificationCenter() {
+  await runCommand("Notifications: Show Notifications");
+  const center = page.locator(".notifications-center");
+  await center.waitFor({ state: "visible", timeout: 5000 });
+  await sleep(300);
+  const texts = (await center.locator(".notification-list-item-message").allInnerTexts()).map(squash);
+  await page.keyboard.press("Escape");
+  await center.waitFor({ state: "hidden", timeout: 5000 }).catch(() => log("the notification center did not close on Escape"));
+  return texts;
+}
+
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
 function portOpen(port) {
   return new Promise((resolve) => {
@@ -342,11 +369,17 @@ try {
     await runCommand("Debug: Stop");
   });
 
-  await step("4 an interpreter without stridelens: notification, output channel, status error", async () => {
+  await step("4 an interpreter without stridelens: one notification, no client errors, status error, recovery", async () => {
     // Point the workspace at a Python that lacks stridelens (a bare venv); the extension restarts the server.
     await openFile("examples/demo.py"); // the extension is active (it is, after steps 1-3)
     const bare = process.env.E2E_BARE_PYTHON;
     if (!bare) throw new Error("E2E_BARE_PYTHON not set by run.sh");
+    const earlier = await notificationCenter();
+    if (earlier.length) log(`notifications before the step (cleared): ${earlier.join(" | ").slice(0, 400)}`);
+    await runCommand("Notifications: Clear All Notifications");
+    // vscode-languageclient's own errors ("Sending notification workspace/didChangeConfiguration
+    // failed", "Request textDocument/inlayHint failed", ...) must not reach the user: only ours.
+    const failures = watchToasts(/failed/i);
     const settings = join(workspace, ".vscode", "settings.json");
     const before = readFileSync(settings, "utf8");
     writeFileSync(settings, JSON.stringify({ "stridelens.interpreter": bare }));
@@ -354,13 +387,29 @@ try {
       const toast = page.locator(".notification-toast", { hasText: "stridelens is not installed in" }).first();
       await toast.waitFor({ state: "visible", timeout: 30_000 });
       const text = await toast.innerText();
-      log(`notification: ${text.replace(/\s+/g, " ").slice(0, 200)}`);
+      log(`notification: ${squash(text).slice(0, 200)}`);
       if (!text.includes(`${bare} -m pip install stridelens`)) throw new Error(`no pip command in: ${text}`);
       await until("the status bar error", async () => /stridelens error/.test(await page.locator(".statusbar").innerText()), 10_000);
       await shot("4-not-installed");
     } finally {
       writeFileSync(settings, before);
     }
+    // Fixing the setting restarts the server on the venv's Python.
+    await until("the language server ready again", async () => {
+      const s = await statusText();
+      return /stridelens/.test(s) && !/stridelens (error|starting|stopped)/.test(s);
+    }, 60_000, 500);
+    await sleep(1500); // room for a late error
+    const toasts = await failures.stop();
+    const center = await notificationCenter();
+    log(`notifications: ${center.join(" | ").slice(0, 400)}`);
+    if (toasts.length) throw new Error(`"failed" toasts: ${toasts.join(" | ")}`);
+    const failed = center.filter((t) => /failed/i.test(t));
+    if (failed.length) throw new Error(`"failed" notifications: ${failed.join(" | ")}`);
+    const ours = center.filter((t) => /stridelens is not installed in/.test(t));
+    if (ours.length !== 1) throw new Error(`expected one "not installed" notification, got ${ours.length}: ${center.join(" | ")}`);
+    await shot("4-recovered");
+    await runCommand("Notifications: Clear All Notifications");
   });
 
   await step("5 attach by host:port to a running process: inline facts, disconnect leaves it running", async () => {

@@ -4,6 +4,7 @@ import * as os from "os";
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from "vscode-languageclient/node";
 import { checkStridelens, Interpreter, pipCommand, resolveInterpreter, StridelensInfo } from "./interpreter";
+import { ClientLifecycle } from "./lifecycle";
 
 /** The `stridelens` settings the server reads (server/lsp/configuration.py). */
 export const SERVER_KEYS = ["select", "ignore", "severity", "inlayHints", "replay", "debounceMs"] as const;
@@ -20,16 +21,47 @@ export function serverSettings(resource?: vscode.Uri): Record<string, unknown> {
 
 type Phase = "starting" | "ready" | "error" | "stopped";
 
+/** The interpreter cannot run the server (not found, or stridelens not installed). */
+class NoServer extends Error {
+  constructor(message: string, readonly python: string) {
+    super(message);
+  }
+}
+
+/**
+ * Errors of a client go to the output channel only, except while it is the current one and runs:
+ * a failed start is reported once by ServerManager, and what fails while a client is stopped for
+ * a restart (a request or notification caught in between) is no news to the user.
+ */
+class QuietClient extends LanguageClient {
+  loud = false;
+
+  override error(message: string, data?: unknown, showNotification: boolean | "force" = true): void {
+    super.error(message, data, this.loud && showNotification);
+  }
+
+  override stop(timeout?: number): Promise<void> {
+    this.loud = false;
+    return super.stop(timeout);
+  }
+}
+
 export class ServerManager implements vscode.Disposable {
-  client: LanguageClient | undefined;
   interpreter: Interpreter | undefined;
   info: StridelensInfo | undefined;
   private phase: Phase = "stopped";
   private exact: boolean | undefined;
   private error: string | undefined;
   private readonly status: vscode.StatusBarItem;
-  private starting: Promise<void> | undefined;
   private readonly disposables: vscode.Disposable[] = [];
+  private readonly life = new ClientLifecycle<QuietClient>({
+    prepare: () => this.prepare(),
+    ready: (client) => {
+      client.loud = true;
+      this.set("ready");
+    },
+    failed: (e) => this.failed(e),
+  });
 
   constructor(readonly output: vscode.OutputChannel) {
     this.status = vscode.window.createStatusBarItem("stridelens.status", vscode.StatusBarAlignment.Right, 100);
@@ -38,6 +70,11 @@ export class ServerManager implements vscode.Disposable {
     this.disposables.push(this.status);
     this.render();
     this.status.show();
+  }
+
+  /** The client while one is starting or running; undefined while no server can run. */
+  get client(): LanguageClient | undefined {
+    return this.life.client;
   }
 
   private render(): void {
@@ -63,34 +100,36 @@ export class ServerManager implements vscode.Disposable {
   }
 
   start(): Promise<void> {
-    if (!this.starting) this.starting = this.doStart().finally(() => (this.starting = undefined));
-    return this.starting;
+    this.set("starting");
+    return this.life.start();
   }
 
-  private async doStart(): Promise<void> {
+  /** Stops the server; the client stops before this first awaits (see lifecycle.ts). */
+  async stop(): Promise<void> {
+    const stopping = this.life.stop();
+    this.set("stopped");
+    await stopping;
+  }
+
+  restart(): Promise<void> {
     this.set("starting");
+    return this.life.restart();
+  }
+
+  /** Resolves and checks the interpreter, then makes the client; throws when no server can run. */
+  private async prepare(): Promise<QuietClient> {
     this.exact = undefined;
+    this.info = undefined;
     const resource = vscode.window.activeTextEditor?.document.uri ?? vscode.workspace.workspaceFolders?.[0]?.uri;
     this.interpreter = await resolveInterpreter(resource);
     const python = this.interpreter.path;
     this.output.appendLine(`Using ${python} (from ${this.interpreter.source})`);
     try {
       this.info = await checkStridelens(python);
-      this.output.appendLine(`stridelens ${this.info.version} at ${this.info.probeFile}; torch: ${this.info.torch ?? "not installed"}; debugpy: ${this.info.debugpy ?? "not installed"}`);
     } catch (e) {
-      const msg = e instanceof Error ? e.message : String(e);
-      this.output.appendLine(msg);
-      this.set("error", msg.split("\n")[0]);
-      // Not awaited: the notification stays open until the user acts on it, and restart()
-      // waits for a start in progress, so fixing the interpreter setting would do nothing
-      // while it is open.
-      void vscode.window.showErrorMessage(msg.split("\n")[0], "Copy install command", "Open settings", "Show output").then(async (choice) => {
-        if (choice === "Copy install command") await vscode.env.clipboard.writeText(pipCommand(python));
-        else if (choice === "Open settings") await vscode.commands.executeCommand("workbench.action.openSettings", "stridelens.interpreter");
-        else if (choice === "Show output") this.output.show();
-      });
-      return;
+      throw new NoServer(e instanceof Error ? e.message : String(e), python);
     }
+    this.output.appendLine(`stridelens ${this.info.version} at ${this.info.probeFile}; torch: ${this.info.torch ?? "not installed"}; debugpy: ${this.info.debugpy ?? "not installed"}`);
     if (!vscode.workspace.getConfiguration("stridelens").get<boolean>("replay", true)) this.exact = false;
     const serverOptions: ServerOptions = {
       command: python,
@@ -120,48 +159,39 @@ export class ServerManager implements vscode.Disposable {
         },
       },
     };
-    const client = new LanguageClient("stridelens", "stridelens", serverOptions, clientOptions);
-    this.client = client;
+    const client = new QuietClient("stridelens", "stridelens", serverOptions, clientOptions);
     client.onDidChangeState((e) => {
-      if (client !== this.client) return;
+      if (client !== this.life.client) return;
       if (e.newState === State.Running) this.set("ready");
       else if (e.newState === State.Starting) this.set("starting");
       else if (e.newState === State.Stopped && this.phase !== "error") this.set("stopped");
     });
-    try {
-      await client.start();
-      client.onNotification("stridelens/analyzed", (p: { exact?: boolean }) => {
-        if (typeof p?.exact === "boolean" && this.exact !== p.exact && (p.exact || this.exact === undefined)) {
-          this.exact = p.exact;
-          this.render();
-        }
-      });
-      this.set("ready");
-    } catch (e) {
-      const msg = e instanceof Error ? e.message : String(e);
-      this.output.appendLine(`The language server failed to start: ${msg}`);
-      this.set("error", msg);
-      void vscode.window.showErrorMessage(`stridelens: the language server failed to start (${msg}). See the output channel.`, "Show output").then((c) => c && this.output.show());
-    }
-  }
-
-  async stop(): Promise<void> {
-    const c = this.client;
-    this.client = undefined;
-    if (c) {
-      try {
-        await c.stop(4000);
-      } catch {
-        /* already gone */
+    client.onNotification("stridelens/analyzed", (p: { exact?: boolean }) => {
+      if (typeof p?.exact === "boolean" && this.exact !== p.exact && (p.exact || this.exact === undefined)) {
+        this.exact = p.exact;
+        this.render();
       }
-    }
-    this.set("stopped");
+    });
+    return client;
   }
 
-  async restart(): Promise<void> {
-    await this.starting?.catch(() => undefined);
-    await this.stop();
-    await this.start();
+  private failed(e: Error): void {
+    const first = e.message.split("\n")[0];
+    this.set("error", first);
+    if (e instanceof NoServer) {
+      this.output.appendLine(e.message);
+      // Not awaited: the notification stays open until the user acts on it (VS Code has no way to
+      // close it for us), and a restart must not wait for it.
+      const python = e.python;
+      void vscode.window.showErrorMessage(first, "Copy install command", "Open settings", "Show output").then(async (choice) => {
+        if (choice === "Copy install command") await vscode.env.clipboard.writeText(pipCommand(python));
+        else if (choice === "Open settings") await vscode.commands.executeCommand("workbench.action.openSettings", "stridelens.interpreter");
+        else if (choice === "Show output") this.output.show();
+      });
+      return;
+    }
+    this.output.appendLine(`The language server failed to start: ${e.message}`);
+    void vscode.window.showErrorMessage(`stridelens: the language server failed to start (${first}). See the output channel.`, "Show output").then((c) => c && this.output.show());
   }
 
   dispose(): void {
