@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-from typing import Any
 
 from lsprotocol import types
 
@@ -173,8 +172,33 @@ def _node_range(analysis: Analysis, node: ast.AST, lines: list[str], enc: Encodi
 
 
 def hover(
-    analysis: Analysis, exact: bool, lines: list[str], enc: Encoding, line0: int, character: int
+    analysis: Analysis,
+    exact: bool,
+    lines: list[str],
+    enc: Encoding,
+    line0: int,
+    character: int,
+    markdown: bool = True,
 ) -> types.Hover | None:
+    """The card at a position; plain text for clients that do not render Markdown."""
+    found = _card(analysis, exact, lines, enc, line0, character)
+    if found is None:
+        return None
+    card, rng = found
+    if markdown:
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card), range=rng)
+    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.PlainText, value=plain_text(card)), range=rng)
+
+
+def plain_text(card: str) -> str:
+    """A card's Markdown without the markup: no `**`, backticks or code fences."""
+    kept = [line for line in card.splitlines() if not line.startswith("```")]
+    return "\n".join(kept).replace("**", "").replace("`", "")
+
+
+def _card(
+    analysis: Analysis, exact: bool, lines: list[str], enc: Encoding, line0: int, character: int
+) -> tuple[str, types.Range | None] | None:
     text = lines[line0] if 0 <= line0 < len(lines) else ""
     col = enc.to_char(text, character)
     noqa = noqa_hover(text, col)
@@ -184,7 +208,7 @@ def hover(
             start=types.Position(line=line0, character=enc.from_char(text, begin)),
             end=types.Position(line=line0, character=enc.from_char(text, end)),
         )
-        return _markdown(card, rng)
+        return card, rng
     if analysis.line_is_broken(line0 + 1) is not None:
         return None
     op = operation_at(analysis, line0 + 1, col)
@@ -196,18 +220,11 @@ def hover(
                 start=types.Position(line=op.line - 1, character=enc.from_char(op_text, op.start)),
                 end=types.Position(line=op.line - 1, character=enc.from_char(op_text, op.end)),
             )
-            return _markdown(card, rng)
+            return card, rng
     explanation = analysis.explain_at(line0 + 1, col)
     if explanation is None:
         return None
     tensor_card = render_card(explanation, exact)
     if tensor_card is None:
         return None
-    return _markdown(tensor_card, _node_range(analysis, explanation.node, lines, enc))
-
-
-def _markdown(value: str, rng: Any) -> types.Hover:
-    return types.Hover(
-        contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value),
-        range=rng,
-    )
+    return tensor_card, _node_range(analysis, explanation.node, lines, enc)

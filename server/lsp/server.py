@@ -56,7 +56,9 @@ def build_server() -> StridelensServer:
             return None
         lines, snap = found
         pos = params.position
-        return hover.hover(snap.analysis, snap.exact, lines, ls.encoding, pos.line, pos.character)
+        return hover.hover(
+            snap.analysis, snap.exact, lines, ls.encoding, pos.line, pos.character, markdown=ls.hover_markdown()
+        )
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,

@@ -139,6 +139,13 @@ class StridelensServer(LanguageServer):
                 return False
         return bool(caps)
 
+    def hover_markdown(self) -> bool:
+        """Markdown hovers unless the client lists content formats without Markdown
+        (e.g. Emacs' eglot without markdown-mode asks for plain text only)."""
+        hover = getattr(self.client_capabilities.text_document, "hover", None)
+        formats = getattr(hover, "content_format", None)
+        return not formats or types.MarkupKind.Markdown in formats
+
     def supports_resolve(self, prop: str) -> bool:
         support = getattr(getattr(self.client_capabilities.text_document, "code_action", None), "resolve_support", None)
         return support is not None and prop in (support.properties or [])

@@ -142,6 +142,7 @@ async def start_session(
     env: dict[str, str] | None = None,
     root: Path | None = None,
     patch: Callable[[LanguageClient], None] | None = None,
+    caps: types.ClientCapabilities | None = None,
 ) -> tuple[LanguageClient, Session]:
     server_env = dict(os.environ)
     server_env.update(env or {})
@@ -164,7 +165,7 @@ async def start_session(
     await asyncio.wait_for(
         client.initialize_session(
             types.InitializeParams(
-                capabilities=capabilities(),
+                capabilities=caps or capabilities(),
                 root_uri=root.as_uri(),
                 workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
                 initialization_options=init_options,

@@ -10,7 +10,15 @@ import pytest
 import torch
 from lsprotocol import types
 
-from .helpers import EXAMPLES, Session, apply_edits, code_actions, start_session, stop_session
+from .helpers import (
+    EXAMPLES,
+    Session,
+    apply_edits,
+    capabilities,
+    code_actions,
+    start_session,
+    stop_session,
+)
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
 
@@ -195,3 +203,22 @@ async def test_exact_pass_refreshes_inlay_hints(lsp: Session) -> None:
     while lsp.refreshes == 0 and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     assert lsp.refreshes >= 1
+
+
+async def test_plain_text_hover_for_clients_without_markdown() -> None:
+    caps = capabilities()
+    assert caps.text_document is not None
+    caps.text_document.hover = types.HoverClientCapabilities(content_format=[types.MarkupKind.PlainText])
+    client, lsp = await start_session(caps=caps)
+    try:
+        uri = VIEW_PATH.as_uri()
+        lsp.open(uri, VIEW)
+        await lsp.wait_analyzed(uri, exact=True)
+        card = await lsp.hover(uri, 9, 1)  # xt
+        assert card is not None and isinstance(card.contents, types.MarkupContent)
+        assert card.contents.kind == types.MarkupKind.PlainText
+        text = card.contents.value
+        assert "strides (4, 12, 1)" in text and "view of x" in text, text
+        assert "**" not in text and "`" not in text, text
+    finally:
+        await stop_session(client)
