@@ -86,7 +86,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("stridelens.applyAllFixes", async () => {
       const ed = vscode.window.activeTextEditor;
       const client = manager?.client;
-      if (!ed || !client) return;
+      if (!ed) return;
+      if (!client) {
+        void vscode.window.showWarningMessage("stridelens: the language server is not running (see the status bar); no fixes applied.");
+        return;
+      }
       await client.sendRequest("workspace/executeCommand", { command: "stridelens.fixAll", arguments: [ed.document.uri.toString()] });
     }),
     vscode.workspace.onDidChangeConfiguration((e) => {
