@@ -883,9 +883,26 @@ def describe_expr(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats:
     except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
         raise ProbeError(f"the expression raised {type(e).__name__}: {e}") from None
     try:
-        return describe(value, stats)
+        d = describe(value, stats)
+        if d.get("base") is not None:
+            d["base"]["name"] = _base_name(value, {**globs, **locs})
+        return d
     finally:
         del value
+
+
+def _base_name(t: Any, ns: dict[str, Any]) -> str | None:
+    """The name in the stopped frame of `t`'s base, or of a tensor covering that base whole
+    (see `_whole_views`); None when neither exists or it would be `t` itself."""
+    tensor_type = _torch().Tensor
+    entries = [(n, v) for n, v in list(ns.items()) if not n.startswith("__") and issubclass(type(v), tensor_type)]
+    ids: dict[int, str] = {}
+    for n, v in entries:
+        ids.setdefault(id(v), n)
+    base = t._base
+    name = ids.get(id(base)) or _whole_views(entries, ids).get(id(base))
+    del base
+    return name if name is not None and ns.get(name) is not t else None
 
 
 def describe_expr_json(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool = False) -> str:

@@ -48,7 +48,8 @@ def describe_table(expr: str, d: dict[str, Any]) -> Table:
         t.add_row("storage", f"{human_bytes(d['storage_bytes'])}  [dim]{d['storage_key']}[/dim]")
     if d["is_view"]:
         b = d["base"]
-        t.add_row("view of", f"a tensor of shape {_tuple(b['shape'])} (the `_base`)")
+        named = f"`{b['name']}`, " if b.get("name") else ""
+        t.add_row("view of", f"{named}a tensor of shape {_tuple(b['shape'])} (the `_base`)")
     t.add_row("version", str(d["version"]))
     t.add_row("autograd", f"requires_grad={d['requires_grad']} is_leaf={d['is_leaf']} "
                           f"retains_grad={d['retains_grad']}")

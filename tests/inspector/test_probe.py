@@ -271,3 +271,13 @@ def test_a_view_of_an_unnamed_base_is_named_after_the_tensor_covering_it() -> No
     r = probe.frame_report({"head": head, "tail": head[1:]})
     members = {m["name"]: m for m in r["groups"][0]["tensors"]}
     assert members["tail"]["view_of"] is None
+
+
+def test_describe_names_the_base_in_the_frame() -> None:
+    grid = torch.arange(12.0).reshape(3, 4)
+    x = torch.zeros(4, 4)
+    frame = {"grid": grid, "x": x}
+    assert probe.describe_expr("grid.t()", frame, frame)["base"]["name"] == "grid"  # covers the base
+    assert probe.describe_expr("x[1:]", frame, frame)["base"]["name"] == "x"  # is the base
+    assert probe.describe_expr("grid", frame, frame)["base"]["name"] is None  # not itself
+    assert probe.describe_expr("x", frame, frame)["base"] is None

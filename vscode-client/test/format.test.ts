@@ -72,6 +72,18 @@ test("hover card has the facts, the chain and the notes", () => {
   assert.match(m, /- a \\\| note/);
 });
 
+test("hover card names the base of a view when the frame has it", () => {
+  const d: Describe = {
+    type: "Tensor", shape: [4, 3], dtype: "float32", device: "cpu", layout: "strided", memory_format: null,
+    strides: [1, 4], storage_offset: 0, contiguous: false, numel: 12, element_size: 4, nbytes: 48,
+    storage_key: "cpu@0x2", storage_bytes: 48, notes: [], is_view: true, base: { shape: [12], storage_offset: 0, name: "grid" },
+    version: 0, requires_grad: false, is_leaf: true, retains_grad: false, grad: null, grad_fn: null,
+    grad_fn_chain: [], graph: null, cuda: null, stats: null,
+  };
+  assert.match(hoverMarkdown("grid.t()", d), /\| view of \| grid \(a tensor of shape \(12,\)\) \|/);
+  assert.match(hoverMarkdown("grid.t()", { ...d, base: { shape: [12], storage_offset: 0 } }), /\| view of \| a tensor of shape \(12,\) \|/);
+});
+
 test("containers of tensors are summarised", () => {
   const loss: Member = { ...b, name: "losses[0]", shape: [], strides: [], storage_offset: 0, contiguous: true, view_of: null, is_view: false, grad_fn: "MseLossBackward0" };
   assert.equal(containerText("losses", [loss, { ...loss, name: "losses[1]" }]), "losses: 2 tensors · each () float32 · grad_fn MseLossBackward0");

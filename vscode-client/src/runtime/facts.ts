@@ -24,7 +24,7 @@ export interface Describe {
   storage_bytes: number | null;
   notes: string[];
   is_view: boolean;
-  base: { shape: number[]; storage_offset: number | null } | null;
+  base: { shape: number[]; storage_offset: number | null; name?: string | null } | null;
   version: number | null;
   requires_grad: boolean;
   is_leaf: boolean;

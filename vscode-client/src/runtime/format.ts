@@ -141,7 +141,8 @@ export function hoverMarkdown(expr: string, d: Describe, st?: StaticFacts | null
   rows.push(["size", `${d.numel} × ${d.element_size} B = ${humanBytes(d.nbytes)}`]);
   if (d.storage_bytes !== null) rows.push(["storage", `${humanBytes(d.storage_bytes)}${d.storage_key ? ` (${d.storage_key})` : ""}`]);
   if (d.is_view) {
-    rows.push(["view of", d.base ? `a tensor of shape ${tuple(d.base.shape)}` : "another tensor"]);
+    const shape = d.base ? `a tensor of shape ${tuple(d.base.shape)}` : "another tensor";
+    rows.push(["view of", d.base?.name ? `${d.base.name} (${shape})` : shape]);
   }
   const grad: string[] = [];
   grad.push(d.requires_grad ? "requires_grad" : "no grad");
