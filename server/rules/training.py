@@ -6,7 +6,7 @@ import ast
 import re
 
 from stridelens.server.analysis import Analysis
-from stridelens.server.analysis.values import InstanceValue, ModuleValue
+from stridelens.server.analysis.values import ClassInfo, InstanceValue, ModuleValue
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
@@ -31,6 +31,8 @@ from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, 
 # ----------------------------------------------------------------------------- SL206
 _INFERENCE_FUNCTION = re.compile(r"^_*(evaluate|eval|validate|validation|predict|infer|inference)(_|$)", re.IGNORECASE)
 _MODEL_NAME = re.compile(r"(^|_)(model|net|network)$", re.IGNORECASE)
+# Helpers named after what they do to a model: `is_peft_model(m)`, `load_model(path)`.
+_PREDICATE = re.compile(r"^_*(is|has|get|load|build|create|make|init|wrap|unwrap|prepare|save|to)_", re.IGNORECASE)
 
 
 def _model_key(analysis: Analysis, callee: ast.expr) -> str | None:
@@ -43,9 +45,16 @@ def _model_key(analysis: Analysis, callee: ast.expr) -> str | None:
         return name
     if isinstance(value, ModuleValue):
         return name
-    if _MODEL_NAME.search(name.rsplit(".", 1)[-1]):
-        return name
-    return None
+    last = name.rsplit(".", 1)[-1]
+    if not _MODEL_NAME.search(last) or _PREDICATE.match(last) or isinstance(value, ClassInfo):
+        return None  # `class TinyModel` builds one rather than running it
+    if isinstance(callee, ast.Name) and callee.id in _module_functions(analysis):
+        return None  # `def _is_peft_model(m)` in this file: a helper named after a model
+    return name
+
+
+def _module_functions(analysis: Analysis) -> set[str]:
+    return {s.name for s in analysis.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def _trains(body: list[ast.stmt]) -> bool:
