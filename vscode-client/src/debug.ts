@@ -4,7 +4,7 @@
 // debugpy.listen() started in the target, as the Python extension does.
 import * as vscode from "vscode";
 import { resolveInterpreter, run } from "./interpreter";
-import { connectEndpoint, isLoopback } from "./runtime/address";
+import { connectEndpoint } from "./runtime/address";
 
 
 export function registerFallbackDebugger(log: (m: string) => void): vscode.Disposable[] {
@@ -36,16 +36,9 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
         config.python = (await resolveInterpreter(res)).path;
       }
       if (config.request === "attach") {
-        if (config.connect) {
-          const host = String(config.connect.host ?? "127.0.0.1");
-          config.connect.host = host;
-          if (!isLoopback(host) && !config.allowRemote) {
-            void vscode.window.showErrorMessage(
-              `stridelens: ${host} is not a loopback address; debugpy runs code for whoever connects. Set "allowRemote": true to attach anyway.`,
-            );
-            return undefined;
-          }
-        } else if (config.processId === undefined) {
+        // "connect" (host and port, loopback unless allowRemote) is checked once variables are
+        // substituted, in resolveDebugConfigurationWithSubstitutedVariables.
+        if (!config.connect && config.processId === undefined) {
           void vscode.window.showErrorMessage('stridelens: an attach configuration needs "connect": {"host", "port"} or "processId".');
           return undefined;
         }
@@ -54,7 +47,7 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
     },
     resolveDebugConfigurationWithSubstitutedVariables(_folder, config) {
       if (config.request === "attach" && config.connect !== undefined) {
-        const ep = connectEndpoint(config.connect);
+        const ep = connectEndpoint(config.connect, config.allowRemote === true);
         if ("error" in ep) {
           void vscode.window.showErrorMessage(`stridelens: ${ep.error}.`);
           return undefined;
@@ -73,7 +66,7 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
         // The target's debugpy.listen() started an adapter on that port: talk DAP to it. A
         // local `python -m debugpy.adapter` would not connect there; it would wait for a
         // debug server to connect to it, and time out.
-        const ep = connectEndpoint(cfg.connect);
+        const ep = connectEndpoint(cfg.connect, cfg.allowRemote === true);
         if ("error" in ep) throw new Error(ep.error);
         log(`fallback debugger: attaching to the debugpy adapter at ${ep.host}:${ep.port}`);
         return new vscode.DebugAdapterServer(ep.port, ep.host);

@@ -107,3 +107,10 @@ test("attach connect endpoints: host defaults to loopback, the port must be a po
     assert.ok("error" in connectEndpoint(c), JSON.stringify(c));
   }
 });
+
+test("attach connect endpoints: a remote host, also one substituted from ${input:…}, needs allowRemote", () => {
+  const refused = connectEndpoint({ host: "10.0.0.2", port: "5678" });
+  assert.ok("error" in refused && /not a loopback address/.test(refused.error) && /allowRemote/.test(refused.error));
+  assert.deepEqual(connectEndpoint({ host: "10.0.0.2", port: 5678 }, true), { host: "10.0.0.2", port: 5678 });
+  assert.deepEqual(connectEndpoint({ host: "localhost", port: "5678" }, false), { host: "localhost", port: 5678 });
+});
