@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.generate_model import generate_model_source
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.timeout(240)
@@ -35,11 +37,7 @@ def check(paths: list[str], seed: str, jobs: str, cwd: Path) -> subprocess.Compl
 
 def test_check_output_is_deterministic(tmp_path: Path) -> None:
     model = tmp_path / "generated_model.py"
-    generated = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "generate_model.py"), "1200"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    model.write_text(generated.stdout, encoding="utf-8")
+    model.write_text(generate_model_source(1200), encoding="utf-8")
     paths = [str(ROOT / "examples"), str(ROOT / "tests" / "fixtures" / "rules"), str(model)]
     outputs: dict[tuple[str, str], str] = {}
     for seed, jobs in RUNS:
@@ -83,11 +81,7 @@ def test_torch_import_is_not_charged_to_the_budget(tmp_path: Path) -> None:
     """Regression: the first replay in a `check` worker counted torch's import (3-7 s here)
     against the 5 s budget, timed out, and dropped most findings of whichever file came first."""
     model = tmp_path / "m.py"
-    generated = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "generate_model.py"), "400"],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    model.write_text(generated.stdout, encoding="utf-8")
+    model.write_text(generate_model_source(400), encoding="utf-8")
     out = subprocess.run([sys.executable, "-c", SLOW_IMPORT, str(model)], capture_output=True,
                          text=True, timeout=120)  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
+from bench.generate_model import generate_model_source
 from tests.lsp.helpers import start_session, stop_session
 
 from .lsp_wire import LspProcess, frame
@@ -254,8 +253,7 @@ def test_did_change_with_bad_ranges(lsp: LspProcess) -> None:
 # --------------------------------------------------------------------- volume
 
 def test_five_megabyte_document(lsp: LspProcess) -> None:
-    generated = subprocess.run([sys.executable, str(ROOT / "bench" / "generate_model.py"), "3000"],
-                               capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    generated = generate_model_source(3000)
     text = generated
     while len(text.encode()) < 5_000_000:
         text += generated.replace("class Block", f"class B{len(text)}_").replace("def run_block", f"def r{len(text)}_")
@@ -327,8 +325,7 @@ def test_cancel_every_request_kind(lsp: LspProcess) -> None:
 
 def test_shutdown_in_the_middle_of_work(lsp: LspProcess) -> None:
     uri = uri_of(lsp, "busy.py")
-    generated = subprocess.run([sys.executable, str(ROOT / "bench" / "generate_model.py"), "3000"],
-                               capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    generated = generate_model_source(3000)
     lsp.open(uri, generated)
     pending = []
     for i in range(10):

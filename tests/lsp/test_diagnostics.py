@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
+from bench.generate_model import generate_model_source
+
 from .helpers import EXAMPLES, Session, apply_edits, check_available, code_actions, run_check
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(150)]
@@ -138,11 +140,6 @@ async def test_fix_all_through_apply_edit_passes_check(tmp_path: Path) -> None:
 
 
 async def test_edit_on_a_large_file_is_answered_from_its_block(lsp: Session, tmp_path: Path) -> None:
-    import sys
-
-    sys.path.insert(0, str(EXAMPLES.parent / "bench"))
-    from generate_model import generate_model_source
-
     text = generate_model_source(600)
     path = tmp_path / "model.py"
     uri = path.as_uri()
