@@ -352,7 +352,17 @@ def _whole_views(entries: list[tuple[str, Any]], ids: dict[int, str]) -> dict[in
     return out
 
 
-def _member(name: str, t: Any, ids: dict[int, str], whole: dict[int, str] | None = None) -> dict[str, Any]:
+def _named_tensors(ns: dict[str, Any]) -> tuple[list[tuple[str, Any]], dict[int, str]]:
+    """The frame's tensors (see `_frame_entries`) and, per object, the first name it has."""
+    torch = _torch()
+    entries = _frame_entries(ns, torch.Tensor, getattr(torch.nn, "Module", None))
+    ids: dict[int, str] = {}
+    for name, t in entries:
+        ids.setdefault(id(t), name)
+    return entries, ids
+
+
+def _member(name: str, t: Any, ids: dict[int, str], whole: dict[int, str]) -> dict[str, Any]:
     m: dict[str, Any] = {
         "name": name,
         "shape": _safe(lambda: list(t.shape)),
@@ -369,17 +379,14 @@ def _member(name: str, t: Any, ids: dict[int, str], whole: dict[int, str] | None
     m["is_view"] = base is not None
     view_of = None
     if base is not None:
-        view_of = ids.get(id(base)) or (whole or {}).get(id(base))
+        view_of = ids.get(id(base)) or whole.get(id(base))
     m["view_of"] = view_of if view_of != name else None
     return m
 
 
 def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
     torch = _torch()
-    entries = _frame_entries(ns, torch.Tensor, getattr(torch.nn, "Module", None))
-    ids: dict[int, str] = {}
-    for name, t in entries:
-        ids.setdefault(id(t), name)
+    entries, ids = _named_tensors(ns)
     whole = _whole_views(entries, ids)
     groups: dict[str, dict[str, Any]] = {}
     loose: list[dict[str, Any]] = []
@@ -894,15 +901,11 @@ def describe_expr(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats:
 def _base_name(t: Any, ns: dict[str, Any]) -> str | None:
     """The name in the stopped frame of `t`'s base, or of a tensor covering that base whole
     (see `_whole_views`); None when neither exists or it would be `t` itself."""
-    tensor_type = _torch().Tensor
-    entries = [(n, v) for n, v in list(ns.items()) if not n.startswith("__") and issubclass(type(v), tensor_type)]
-    ids: dict[int, str] = {}
-    for n, v in entries:
-        ids.setdefault(id(v), n)
+    entries, ids = _named_tensors(ns)
     base = t._base
     name = ids.get(id(base)) or _whole_views(entries, ids).get(id(base))
     del base
-    return name if name is not None and ns.get(name) is not t else None
+    return name if name is not None and dict(entries)[name] is not t else None
 
 
 def describe_expr_json(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool = False) -> str:

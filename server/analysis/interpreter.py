@@ -55,10 +55,6 @@ _RECORDED = (TensorFact, SeqValue, ListOf, TorchRef, ModuleValue, GradContext, I
 CALLS_DIFFER = "shape differs between calls"
 
 
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
-
-
 class BudgetExceeded(Exception):
     pass
 
@@ -187,7 +183,7 @@ class Interpreter:
         notes = tuple(p for p in old.provenance if p.what == CALLS_DIFFER and p not in joined.provenance)
         site = self._outer_site
         if old.shape is not None and new.shape is not None and old.shape != new.shape and site is not None:
-            because = f"{_shape_text(old.shape)} vs {_shape_text(new.shape)} from the call"
+            because = f"{tuple(old.shape)} vs {tuple(new.shape)} from the call"
             notes += (Provenance(CALLS_DIFFER, because, getattr(site, "lineno", 0)),)
         return replace(joined, provenance=joined.provenance + notes) if notes else joined
 

@@ -185,9 +185,8 @@ def hover(
     if found is None:
         return None
     card, rng = found
-    if markdown:
-        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=card), range=rng)
-    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.PlainText, value=plain_text(card)), range=rng)
+    kind = types.MarkupKind.Markdown if markdown else types.MarkupKind.PlainText
+    return types.Hover(contents=types.MarkupContent(kind=kind, value=card if markdown else plain_text(card)), range=rng)
 
 
 def plain_text(card: str) -> str:
