@@ -31,7 +31,7 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
       }
       config.justMyCode ??= true;
       config.subProcess ??= false;
-      if (!config.python) {
+      if (!config.python && !(config.request === "attach" && config.connect)) { // a connect attach runs no local Python
         const res = config.program && !String(config.program).includes("${") ? vscode.Uri.file(config.program) : folder?.uri;
         config.python = (await resolveInterpreter(res)).path;
       }
@@ -66,10 +66,10 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
         // The target's debugpy.listen() started an adapter on that port: talk DAP to it. A
         // local `python -m debugpy.adapter` would not connect there; it would wait for a
         // debug server to connect to it, and time out.
-        const ep = connectEndpoint(cfg.connect, cfg.allowRemote === true);
-        if ("error" in ep) throw new Error(ep.error);
-        log(`fallback debugger: attaching to the debugpy adapter at ${ep.host}:${ep.port}`);
-        return new vscode.DebugAdapterServer(ep.port, ep.host);
+        // Checked and normalised to {host, port} in resolveDebugConfigurationWithSubstitutedVariables.
+        const { host, port } = cfg.connect as { host: string; port: number };
+        log(`fallback debugger: attaching to the debugpy adapter at ${host}:${port}`);
+        return new vscode.DebugAdapterServer(port, host);
       }
       const py = Array.isArray(session.configuration.python) ? session.configuration.python[0] : session.configuration.python;
       const python = py || (await resolveInterpreter(session.workspaceFolder?.uri)).path;
