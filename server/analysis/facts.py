@@ -26,6 +26,34 @@ class Provenance:
 
 
 @dataclass(frozen=True)
+class RenderedLayout:
+    """Symbolic sizes as Python expressions over names visible at one line (`"B"`,
+    `"3 * C"`, `"x.shape[0]"`), or None where some size has no such name."""
+
+    shape: tuple[int | str, ...] | None
+    strides: tuple[int | str, ...] | None
+    offset: int | str | None
+    assumes: tuple[str, ...] = ()
+    # False when a condition of the layout verdicts cannot be written in the user's names:
+    # then strides, offset and contiguity are not stated.
+    layout_ok: bool = True
+
+
+def join_rendered(a: RenderedLayout | None, b: RenderedLayout | None) -> RenderedLayout | None:
+    if a is None or b is None:
+        return None
+    if a == b:
+        return a
+    return RenderedLayout(
+        a.shape if a.shape == b.shape else None,
+        a.strides if a.strides == b.strides else None,
+        a.offset if a.offset == b.offset else None,
+        tuple(sorted(set(a.assumes) | set(b.assumes))),
+        a.layout_ok and b.layout_ok and a.strides == b.strides,
+    )
+
+
+@dataclass(frozen=True)
 class TensorFact:
     shape: tuple[int, ...] | None = None
     dtype: str | None = None  # "float32", ...
@@ -50,6 +78,15 @@ class TensorFact:
     storage_key: int | None = None
     # The replayed meta tensor, when there is one (never leaves the engine's process).
     meta: Any = field(default=None, compare=False, repr=False)
+    # Symbolic sizes (`layouts.Layout`) where the file does not spell them out, with the
+    # conditions (`conditions.Condition`) its layout verdicts hold under.
+    sym: Any = None
+    assumes: frozenset[Any] = frozenset()
+    # The symbolic fields written in the user's names at the node it was recorded for.
+    rendered: RenderedLayout | None = field(default=None, compare=False)
+    # Set where requires_grad/carries_graph came from the default grad mode of a function
+    # body: rules may use them, users are not told them (a caller may run it under no_grad).
+    grad_unknown: bool = field(default=False, compare=False)
 
     @property
     def known_layout(self) -> bool:
@@ -83,21 +120,56 @@ class TensorFact:
     def notes(self) -> list[str]:
         return [p.render() for p in self.provenance]
 
+    @property
+    def display_shape(self) -> tuple[int | str, ...] | None:
+        """The shape, with symbolic sizes as expressions over the user's names."""
+        if self.shape is not None:
+            return self.shape
+        return self.rendered.shape if self.rendered is not None else None
+
+    @property
+    def display_strides(self) -> tuple[int | str, ...] | None:
+        if self.strides is not None:
+            return self.strides
+        return self.rendered.strides if self.rendered is not None else None
+
+    @property
+    def display_offset(self) -> int | str | None:
+        if self.storage_offset is not None:
+            return self.storage_offset
+        return self.rendered.offset if self.rendered is not None else None
+
+    @property
+    def stated_contiguous(self) -> bool | None:
+        """`contiguous` as stated to users: a symbolic verdict needs its conditions named."""
+        if self.sym is not None and self.meta is None and self.assumes:
+            if self.rendered is None or not self.rendered.layout_ok:
+                return None
+        return self.contiguous
+
+    @property
+    def assumes_text(self) -> tuple[str, ...]:
+        return self.rendered.assumes if self.rendered is not None else ()
+
     def to_json(self, expr: str) -> dict[str, Any]:
         """The `stridelens explain --format json` schema of DESIGN.md."""
-        return {
+        shape, strides = self.display_shape, self.display_strides
+        out = {
             "expr": expr,
-            "shape": list(self.shape) if self.shape is not None else None,
+            "shape": list(shape) if shape is not None else None,
             "dtype": self.dtype,
             "device": self.device,
-            "strides": list(self.strides) if self.strides is not None else None,
-            "storage_offset": self.storage_offset,
-            "contiguous": self.contiguous,
+            "strides": list(strides) if strides is not None else None,
+            "storage_offset": self.display_offset,
+            "contiguous": self.stated_contiguous,
             "is_view": self.is_view,
             "view_of": self.view_of,
-            "requires_grad": self.requires_grad,
+            "requires_grad": None if self.grad_unknown else self.requires_grad,
             "notes": self.notes(),
         }
+        if self.assumes_text:
+            out["assumes"] = list(self.assumes_text)
+        return out
 
 
 UNKNOWN = TensorFact()
@@ -115,3 +187,6 @@ class ReplayEvent:
     message: str
     # Bytes copied by a reshape, when known.
     nbytes: int | None = None
+    # For verdicts over symbolic sizes: the sizes for which it does not hold, and what it
+    # assumed (" unless `T == 1` (assuming `x.is_contiguous()`)").
+    detail: str | None = None

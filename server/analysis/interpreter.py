@@ -16,10 +16,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.constfold import NOT_FOLDED, fold_binop, fold_unary
 from stridelens.server.analysis.facts import Provenance, ReplayEvent, TensorFact
+from stridelens.server.analysis.naming import SizeNames
+from stridelens.server.analysis.sizes_interp import SizesMixin, SymSlice, infer_parameter_ranks
+from stridelens.server.analysis.symbolic_ops import SymbolicOps
 from stridelens.server.analysis.values import (
     UNKNOWN,
     ClassInfo,
@@ -29,7 +33,9 @@ from stridelens.server.analysis.values import (
     InstanceValue,
     ListOf,
     ModuleValue,
+    Opaque,
     SeqValue,
+    SizeValue,
     TorchRef,
     Value,
     forget_layout,
@@ -62,12 +68,15 @@ class BudgetExceeded(Exception):
 class Scope:
     """Names of one function or module body, with the module's names as fallback."""
 
-    __slots__ = ("env", "grad_enabled", "parent")
+    __slots__ = ("env", "grad_assumed", "grad_enabled", "parent")
 
-    def __init__(self, parent: Scope | None, grad_enabled: bool = True) -> None:
+    def __init__(self, parent: Scope | None, grad_enabled: bool = True, grad_assumed: bool = False) -> None:
         self.env: dict[str, Value] = {}
         self.parent = parent
         self.grad_enabled = grad_enabled
+        # True in a function body whose grad mode is its callers' (taken as on for the rules,
+        # never stated as a fact: a caller may run it under `no_grad`).
+        self.grad_assumed = grad_assumed
 
     def lookup(self, name: str) -> Value | None:
         scope: Scope | None = self
@@ -98,9 +107,14 @@ def _format_args(node: ast.Call) -> str:
         return "..."
 
 
-class Interpreter:
+class Interpreter(SizesMixin):
     def __init__(self, tree: ast.Module, *, replay: bool, budget_s: float) -> None:
         self.tree = tree
+        self.names = SizeNames()
+        self.symops = SymbolicOps(self)
+        self._current_node: ast.AST | None = None
+        self._keep_alive: list[Any] = []
+        self._current_scope: Scope | None = None
         self.replay = replay
         self.deadline = time.monotonic() + budget_s
         self.facts: dict[ast.AST, Value] = {}
@@ -160,8 +174,10 @@ class Interpreter:
         self._symbolic_storage -= 1
         return self._symbolic_storage
 
-    def record(self, node: ast.AST, value: Value) -> Value:
+    def record(self, node: ast.AST, value: Value, scope: Scope | None = None) -> Value:
         if isinstance(value, _RECORDED):
+            if isinstance(value, TensorFact) and scope is not None:
+                value = self.stated(value, scope)
             if self._call_stack:
                 previous = self._concrete.get(node)
                 joined = previous is not None and previous is not self._outer_site and node in self.facts
@@ -170,7 +186,12 @@ class Interpreter:
                     self._concrete[node] = self._outer_site
                 return value
             if node in self._concrete:
-                return value  # a concrete call already recorded sharper facts here
+                # A concrete call already recorded sharper facts here; but this function may
+                # also be called from elsewhere, in another grad mode.
+                old = self.facts.get(node)
+                if isinstance(old, TensorFact) and isinstance(value, TensorFact) and old.requires_grad != value.requires_grad:
+                    self.facts[node] = replace(old, grad_unknown=True)
+                return value
             self.facts[node] = value
         return value
 
@@ -394,8 +415,15 @@ class Interpreter:
         name = _call_name(annotation)
         return name in ("Tensor", "FloatTensor", "LongTensor")
 
-    def _grad_mode_of_decorators(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> bool:
-        enabled = True
+    def _explicit_grad_mode(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> bool | None:
+        """The grad mode a decorator sets (`@torch.no_grad()`), or None: the caller's."""
+        if not fn.decorator_list:
+            return None
+        mode = self._grad_mode_of_decorators(fn, scope, None)
+        return mode
+
+    def _grad_mode_of_decorators(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, default: bool | None = True) -> Any:
+        enabled = default
         for deco in fn.decorator_list:
             value = self.eval(deco, scope)
             if isinstance(value, GradContext):
@@ -408,18 +436,21 @@ class Interpreter:
     def exec_function(
         self, fn: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope, cls: ClassInfo | None
     ) -> None:
-        scope = Scope(parent, self._grad_mode_of_decorators(fn, parent))
+        explicit = self._explicit_grad_mode(fn, parent)
+        scope = Scope(parent, True if explicit is None else explicit, grad_assumed=explicit is None)
         args = fn.args
         positional = [*args.posonlyargs, *args.args]
+        ranks = infer_parameter_ranks(fn)
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults, strict=True))
         for i, arg in enumerate(positional):
             if i == 0 and cls is not None and not any(
                 _call_name(d) in ("staticmethod",) for d in fn.decorator_list
             ):
                 scope.env[arg.arg] = InstanceValue(cls)
                 continue
-            scope.env[arg.arg] = self._param_value(arg)
+            scope.env[arg.arg] = self._param_value(arg, ranks, defaults.get(arg.arg), parent)
         for arg in args.kwonlyargs:
-            scope.env[arg.arg] = self._param_value(arg)
+            scope.env[arg.arg] = self._param_value(arg, ranks, None, parent)
         if args.vararg:
             scope.env[args.vararg.arg] = UNKNOWN
         if args.kwarg:
@@ -446,7 +477,9 @@ class Interpreter:
         if isinstance(fn, ast.AsyncFunctionDef) or fn in self._call_stack or len(self._call_stack) >= MAX_CALL_DEPTH:
             return None
         has_params = bool(fn.args.args or fn.args.posonlyargs or fn.args.kwonlyargs or fn.args.vararg)
-        known = any(isinstance(a, TensorFact) and a.meta is not None for a in [*args, *kwargs.values()])
+        known = any(
+            isinstance(a, TensorFact) and (a.meta is not None or a.sym is not None) for a in [*args, *kwargs.values()]
+        )
         if not known and ((has_params and instance is None) or len(fn.args.args) > 1):
             return None
         if not known and instance is not None and fn.name != "forward":
@@ -462,6 +495,7 @@ class Interpreter:
             params = params[1:]
         for param in [*params, *spec.kwonlyargs]:
             inner.env[param.arg] = self._param_value(param)
+        inner.grad_assumed = scope.grad_assumed
         defaults = spec.defaults
         for param, default in zip(params[len(params) - len(defaults) :], defaults, strict=True):
             inner.env[param.arg] = self.eval(default, root)
@@ -493,18 +527,27 @@ class Interpreter:
             result = join_values(result, other)
         return result
 
-    def _param_value(self, arg: ast.arg) -> Value:
+    def _param_value(
+        self, arg: ast.arg, ranks: dict[str, int] | None = None, default: ast.expr | None = None, scope: Scope | None = None
+    ) -> Value:
+        rank = (ranks or {}).get(arg.arg)
+        if rank is not None:
+            return self.record(arg, self.tensor_parameter(arg.arg, rank))
         if self._annotation_is_tensor(arg.annotation):
             return self.record(arg, TensorFact(storage_key=self.fresh_storage()))
-        return UNKNOWN
+        # Unknown, but nameable: a size if the body uses it as one (`n_head=12` too: a caller
+        # may pass another value).
+        return Opaque(id(arg), (arg.arg,))
 
     # ------------------------------------------------------------------ binding
     def bind(self, target: ast.expr, value: Value, scope: Scope) -> None:
         if isinstance(target, ast.Name):
             if isinstance(value, TensorFact):
                 value = self._claim_storage(target.id, value)
+            # Stated "as the line starts": `x.shape[0]` of `x = f(x)` is the input's.
+            self.record(target, value, scope)
             scope.env[target.id] = value
-            self.record(target, value)
+            self.name_size(value, (target.id,))
         elif isinstance(target, (ast.Tuple, ast.List)):
             items: list[Value]
             if isinstance(value, SeqValue) and len(value.items) == len(target.elts) and not any(
@@ -528,6 +571,8 @@ class Interpreter:
                     self.bind(elt, item, scope)
         elif isinstance(target, ast.Attribute):
             owner = self.eval(target.value, scope)
+            if isinstance(owner, InstanceValue) and isinstance(target.value, ast.Name):
+                self.name_size(value, (target.value.id, target.attr))
             if isinstance(owner, InstanceValue):
                 # `self.x = ...` outside __init__ makes the attribute path-dependent.
                 old = owner.cls.attributes.get(target.attr)
@@ -545,6 +590,13 @@ class Interpreter:
         if key is None:
             return fact
         owner = self.storage_owner.get(key)
+        if fact.meta is not None:
+            # A storage key is the meta storage's address: keep it alive, or a later storage
+            # gets the same address and reads as "a view of" this name.
+            self._keep_alive.append(fact.meta)
+        if owner is None and fact.is_view is True and not _covers_its_storage(fact):
+            # q, k, v of one `split`: none is the others' base. Name no owner.
+            return replace(fact, view_of=None) if fact.view_of is not None else fact
         if owner is None:
             self.storage_owner[key] = name
             if fact.view_of is not None and fact.is_view is not True:
@@ -586,7 +638,8 @@ class Interpreter:
         value: Value = handler(self, node, scope)
         if value is UNKNOWN or type(value) is Const:
             return value
-        return self.record(node, value)
+        self.record(node, value, scope)
+        return value
 
     def expr_Constant(self, node: ast.Constant, scope: Scope) -> Value:
         return Const(node.value)
@@ -616,15 +669,18 @@ class Interpreter:
 
     def expr_Slice(self, node: ast.Slice, scope: Scope) -> Value:
         parts: list[Any] = []
+        symbolic: list[Value] = []
         for part in (node.lower, node.upper, node.step):
             if part is None:
                 parts.append(None)
+                symbolic.append(Const(None))
                 continue
             value = self.eval(part, scope)
-            if not isinstance(value, Const):
-                return UNKNOWN
-            parts.append(value.value)
-        return Const(slice(*parts))
+            symbolic.append(value)
+            parts.append(value.value if isinstance(value, Const) else None)
+        if all(isinstance(v, Const) for v in symbolic):
+            return Const(slice(*parts))
+        return SymSlice(*symbolic)
 
     def expr_IfExp(self, node: ast.IfExp, scope: Scope) -> Value:
         test = self.eval(node.test, scope)
@@ -696,6 +752,10 @@ class Interpreter:
         if isinstance(left, Const) and isinstance(right, Const):
             folded = fold_binop(op, left.value, right.value)
             return UNKNOWN if folded is NOT_FOLDED else Const(folded)
+        if not isinstance(left, TensorFact) and not isinstance(right, TensorFact):
+            sized = self.size_binop(op, left, right, node)
+            if sized is not None:
+                return sized
         if isinstance(left, TensorFact) or isinstance(right, TensorFact):
             fns: dict[type, Any] = {
                 ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -761,12 +821,21 @@ class Interpreter:
             return TorchRef(f"{owner.path}.{attr}")
         if isinstance(owner, InstanceValue):
             value = owner.cls.attributes.get(attr)
-            if value is not None:
+            if value is not None and value is not UNKNOWN:
+                if isinstance(node.value, ast.Name):
+                    self.name_size(value, (node.value.id, attr))
                 return value
             method = owner.cls.methods.get(attr)
-            return FunctionValue(method) if method is not None else UNKNOWN
+            if method is not None:
+                return FunctionValue(method)
+            value = self.attribute_value(owner, attr, node.value)
+            if isinstance(node.value, ast.Name):
+                self.name_size(value, (node.value.id, attr))
+            return value
         if isinstance(owner, TensorFact):
             return self.tensor_attribute(owner, attr, node, scope)
+        if isinstance(owner, (Opaque, ModuleValue)):
+            return self.attribute_value(owner, attr, node.value)
         return UNKNOWN
 
     def tensor_attribute(self, tensor: TensorFact, attr: str, node: ast.AST, scope: Scope) -> Value:
@@ -776,6 +845,10 @@ class Interpreter:
             return Const(tuple(tensor.shape))
         if attr == "ndim" and tensor.shape is not None:
             return Const(len(tensor.shape))
+        if attr == "shape" and tensor.sym is not None:
+            return self.shape_value(tensor)
+        if attr == "ndim" and tensor.sym is not None:
+            return Const(tensor.sym.ndim)
         if attr == "dtype" and tensor.dtype is not None:
             return TorchRef(f"torch.{tensor.dtype}")
         if attr == "data":
@@ -817,6 +890,12 @@ class Interpreter:
         return UNKNOWN
 
     def index_tensor(self, base: TensorFact, index: Value, node: ast.Subscript, scope: Scope) -> Value:
+        if base.meta is None and base.sym is not None:
+            items = self._symbolic_index_items(index)
+            if items is not None:
+                result = self.symops.index(base, items, scope)
+                if result is not None:
+                    return result
         basic = self._is_basic_index(index)
         line = node.lineno
         try:
@@ -845,6 +924,42 @@ class Interpreter:
             ).with_note("view", f"indexing [{text}]", line)
         return result
 
+    def _symbolic_index_items(self, index: Value) -> list[Any] | None:
+        """Basic index items with sizes: ints, ("slice", start, stop, step), None, Ellipsis."""
+        raw: list[Value]
+        if isinstance(index, Const) and isinstance(index.value, tuple):
+            raw = [Const(v) for v in index.value]
+        elif isinstance(index, SeqValue) and index.kind == "tuple":
+            raw = list(index.items)
+        else:
+            raw = [index]
+        out: list[Any] = []
+        for item in raw:
+            if isinstance(item, Const):
+                v = item.value
+                if v is None or v is Ellipsis or (isinstance(v, int) and not isinstance(v, bool)):
+                    out.append(v)
+                elif isinstance(v, slice):
+                    if not all(p is None or (isinstance(p, int) and not isinstance(p, bool)) for p in (v.start, v.stop, v.step)):
+                        return None
+                    out.append(("slice", v.start, v.stop, v.step))
+                else:
+                    return None
+            elif isinstance(item, SymSlice):
+                parts: list[Any] = []
+                for part in (item.start, item.stop, item.step):
+                    if isinstance(part, Const) and part.value is None:
+                        parts.append(None)
+                        continue
+                    size = self.symops.size_of(part)
+                    if size is None:
+                        return None
+                    parts.append(size)
+                out.append(("slice", *parts))
+            else:
+                return None
+        return out
+
     @staticmethod
     def _is_basic_index(index: Value) -> bool:
         def ok(v: Any) -> bool:
@@ -855,6 +970,10 @@ class Interpreter:
             if isinstance(value, tuple):
                 return all(ok(v) for v in value)
             return ok(value)
+        if isinstance(index, SymSlice):
+            return True
+        if isinstance(index, SeqValue) and index.kind == "tuple":
+            return all(isinstance(i, SymSlice) or (isinstance(i, Const) and ok(i.value)) for i in index.items)
         return False
 
     # -------------------------------------------------------------------- calls
@@ -941,6 +1060,8 @@ class Interpreter:
             arg = args[0]
             if isinstance(arg, TensorFact) and arg.shape:
                 return Const(arg.shape[0])
+            if isinstance(arg, TensorFact) and arg.sym is not None and arg.sym.shape:
+                return self.dim_size(arg, Const(0))
             if isinstance(arg, SeqValue):
                 return Const(len(arg.items))
             if isinstance(arg, Const) and isinstance(arg.value, (tuple, list, str)):
@@ -1044,6 +1165,11 @@ class Interpreter:
             data = args[0]
             if not isinstance(data, Const) or _literal_size(data.value) > MAX_LITERAL_ELEMENTS:
                 return symbolic
+        sym_shape = self.symops.factory(name, args, kwargs, None)
+        if sym_shape is not None:
+            dtype = kwargs.get("dtype")
+            dtype_name = _dtype_of(dtype) if dtype is not None else ("int64" if name == "arange" else ("float32" if name != "full" else None))
+            return replace(symbolic, sym=lay.contiguous(sym_shape), dtype=dtype_name, assumes=self.symops.conditions_of([*args, *kwargs.values()]))
         if not self.replay:
             if all(self._sized(v) for v in [*args, *kwargs.values()]):
                 self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
@@ -1099,7 +1225,9 @@ class Interpreter:
                 else:
                     out = rp.cached_call(path, call_args, call_kwargs, lambda: fn(*call_args, **call_kwargs))
         except rp.CannotReplay:
-            return self._symbolic_new(tensors, scope, leaf)
+            self._current_node, self._current_scope = node, scope
+            symbolic = self.symops.function(leaf, args, kwargs, scope, functional)
+            return symbolic if symbolic is not None else self._symbolic_new(tensors, scope, leaf)
         except Exception as err:  # noqa: BLE001
             self._event("replay-error", node, f"{path}: {_first_line(err)}")
             return self._symbolic_new(tensors, scope, leaf)
@@ -1150,7 +1278,8 @@ class Interpreter:
                 # Keyed by the operator itself (operator.add, operator.matmul, ...).
                 out = rp.cached_call(("op", fn), concrete, {}, lambda: fn(*concrete))
         except rp.CannotReplay:
-            return self._symbolic_new(tensors, scope, what)
+            symbolic = self._symbolic_elementwise(fn, operands, tensors, scope)
+            return symbolic if symbolic is not None else self._symbolic_new(tensors, scope, what)
         except Exception as err:  # noqa: BLE001
             self._event("replay-error", node, f"{what}: {_first_line(err)}")
             return self._symbolic_new(tensors, scope, what)
@@ -1158,6 +1287,27 @@ class Interpreter:
         if isinstance(result, TensorFact) and result.is_view and tensors:
             result = replace(result, view_of=tensors[0].view_of)
         return result
+
+    def _symbolic_elementwise(self, fn: Any, operands: list[Value], tensors: list[TensorFact], scope: Scope) -> Value | None:
+        """`a + b`, `x * 2`, `q @ k` with symbolic sizes."""
+        if not any(t.sym is not None for t in tensors):
+            return None
+        for operand in operands:
+            if isinstance(operand, TensorFact):
+                continue
+            if isinstance(operand, Const) and isinstance(operand.value, (int, float, bool)):
+                continue
+            if isinstance(operand, SizeValue) and operand.certain:
+                continue
+            return None  # an operand that may be a tensor of some other shape
+        if fn is operator.matmul and len(tensors) == 2:
+            return self.symops.matmul(tensors[0], tensors[1], scope)
+        if fn is operator.getitem:
+            return None
+        dtype: Any = True
+        if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+            dtype = "bool"
+        return self.symops.elementwise(tensors, scope, dtype=dtype)
 
     # x.method(...) -------------------------------------------------------------
     def tensor_method(
@@ -1172,6 +1322,10 @@ class Interpreter:
         as_property: bool = False,
     ) -> Value:
         line = getattr(node, "lineno", 0)
+        if tensor.shape is None and tensor.sym is not None and name in ("size", "dim"):
+            if name == "dim":
+                return Const(tensor.sym.ndim)
+            return self.dim_size(tensor, args[0]) if args else self.shape_value(tensor)
         if name in ("size", "dim", "numel", "stride", "storage_offset", "is_contiguous", "element_size"):
             return self._tensor_query(tensor, name, args)
         if name in api.SCALAR_METHODS:
@@ -1185,7 +1339,9 @@ class Interpreter:
         if tensor.meta is not None and self.replay:
             result = self._replay_method(tensor, name, args, kwargs, node, scope, as_property, text)
         else:
-            result = self._symbolic_method(tensor, name, args, kwargs, scope, line, text)
+            self._current_node, self._current_scope = node, scope
+            symbolic = self.symops.method(tensor, name, args, kwargs, scope) if tensor.sym is not None else None
+            result = symbolic if symbolic is not None else self._symbolic_method(tensor, name, args, kwargs, scope, line, text)
         if isinstance(result, TensorFact):
             result = self._annotate(tensor, result, name, text, line)
         elif isinstance(result, SeqValue):
@@ -1444,7 +1600,8 @@ class Interpreter:
             for a in [*args, *kwargs.values()]
         )
         if not literal:
-            return ModuleValue(canonical, (), {}, line=node.lineno, built=False)
+            # Not built on meta; the arguments still give sizes (`nn.Linear(C, 3 * C)`).
+            return ModuleValue(canonical, tuple(args) if exact else (), dict(kwargs) if exact else {}, line=node.lineno, built=False)
         return ModuleValue(canonical, tuple(args), dict(kwargs), line=node.lineno)
 
     def module_method(self, module: ModuleValue, name: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -1466,15 +1623,23 @@ class Interpreter:
         if not tensors:
             return UNKNOWN
         has_params = module.name not in _PARAMETERLESS
+        # Dropout in eval mode and Identity return their input, Linear on a >2-d input a view
+        # of a 2-d result: without replay, storage identity and view-ness stay unknown.
+        passes_through = module.name in _MAY_RETURN_INPUT
         symbolic = TensorFact(
             device=tensors[0].device,
-            contiguous=True if all(t.contiguous is True for t in tensors) else None,
-            storage_key=self.fresh_storage(),
-            is_view=False,
+            contiguous=True if all(t.contiguous is True for t in tensors) and module.name not in _MAY_CHANGE_LAYOUT else None,
+            storage_key=None if passes_through else self.fresh_storage(),
+            is_view=None,
             carries_graph=(True if has_params else tensors[0].carries_graph) if scope.grad_enabled else False,
             requires_grad=(True if has_params else tensors[0].requires_grad) if scope.grad_enabled else False,
         )
         if module.built is False or not exact or not self.replay or any(t.meta is None for t in tensors):
+            if exact:
+                self._current_node, self._current_scope = node, scope
+                sym = self._symbolic_module(module, args, kwargs, node, scope)
+                if sym is not None:
+                    return sym
             if module.built is not False and all(t.storage_key in self.sized_storages for t in tensors):
                 self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
             return symbolic
@@ -1504,6 +1669,21 @@ class Interpreter:
         if isinstance(result, TensorFact):
             result = result.with_note("new tensor", f"{module.name} forward", node.lineno)
         return result
+
+    def _symbolic_module(
+        self, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope
+    ) -> Value | None:
+        if module.name == "Sequential":
+            value: Value = args[0] if args else UNKNOWN
+            for child in module.args:
+                if not isinstance(child, ModuleValue) or not isinstance(value, TensorFact):
+                    return None
+                out = self.symops.module(child, [value], {}, scope, None)
+                if out is None:
+                    return None
+                value = out
+            return value
+        return self.symops.module(module, args, kwargs, scope, _access_path(node.func))
 
     # ------------------------------------------------------------------ events
     def _event(self, kind: str, node: ast.AST, message: str, nbytes: int | None = None) -> None:
@@ -1535,6 +1715,34 @@ _PARAMETERLESS = frozenset(
         "CosineSimilarity", "GLU",
     }
 )  # fmt: skip
+
+
+def _dtype_of(value: Value) -> str | None:
+    if isinstance(value, TorchRef) and value.path.startswith("torch."):
+        return api.DTYPES.get(value.path[6:])
+    return None
+
+
+def _covers_its_storage(fact: TensorFact) -> bool:
+    """A view that reads every element of its storage (a `.t()` of a whole tensor)."""
+    return fact.storage_offset == 0 and fact.numel is not None and fact.numel == fact.storage_numel
+
+
+def _access_path(node: ast.expr) -> tuple[str, ...] | None:
+    """`self.c_attn` -> ("self", "c_attn"): how the code reaches a module, to name its sizes."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return (node.id, *reversed(parts))
+
+
+# Modules whose forward may return its input itself.
+_MAY_RETURN_INPUT = frozenset({"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity"})
+# Modules whose output layout may differ from their input's (a channels_last conv, an RNN).
+_MAY_CHANGE_LAYOUT = frozenset({"Conv1d", "Conv2d", "Conv3d", "LSTM", "GRU", "RNN", "MultiheadAttention", "Flatten", "Unflatten"})
 
 
 def _is_torch_constant(path: str) -> bool:

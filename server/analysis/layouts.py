@@ -30,7 +30,7 @@ class Layout:
     def ndim(self) -> int:
         return len(self.shape)
 
-    def substitute(self, values: dict[int, int]) -> Layout | None:
+    def substitute(self, values: dict[int, Size]) -> Layout | None:
         shape = _subs_all(self.shape, values)
         if shape is None:
             return None
@@ -46,7 +46,7 @@ class Layout:
         return frozenset(out)
 
 
-def _subs_all(items: tuple[Size, ...], values: dict[int, int]) -> tuple[Size, ...] | None:
+def _subs_all(items: tuple[Size, ...], values: dict[int, Size]) -> tuple[Size, ...] | None:
     out = []
     for x in items:
         y = sz.substitute(x, values)
@@ -69,7 +69,12 @@ def equal(a: Size, b: Size) -> bool:
 
 
 def differs(a: Size, b: Size) -> bool:
-    """a != b whenever every atom is >= 2 (generic); Undecided when they may be equal."""
+    """a != b whenever every size is >= 2 (generic); Undecided when they may be equal.
+
+    Decided by bounds: with atoms >= 2, a term with only positive powers is at least
+    c * 2**degree, one with only negative powers lies in (0, c / 2**degree]; if the positive
+    terms' lower bound exceeds the negative terms' upper bound (or the reverse), the
+    difference is never 0."""
     d = sz.sub(a, b)
     if d is None:
         raise Undecided
@@ -78,17 +83,35 @@ def differs(a: Size, b: Size) -> bool:
     d = _without_common_factor(d)
     if isinstance(d, int):
         return d != 0
-    signs = {c > 0 for _, c in d.terms}
-    if len(signs) == 1:
-        return True  # all terms of one sign, atoms positive: never 0
-    constant = dict(d.terms).get((), None)
-    if constant is not None and len(d.terms) == 2:
-        m, c = next((m, c) for m, c in d.terms if m)
-        if all(e > 0 for _, e in m):
-            # c * m + k with m a product of atoms >= 2: zero only if m == -k / c.
-            smallest = 2 ** sum(e for _, e in m)
-            return abs(constant / c) < smallest or (constant / c) > 0
+    pos_low = pos_high = neg_low = neg_high = sz.Fraction(0)
+    inf = False
+    pos_inf = neg_inf = False
+    for m, c in d.terms:
+        low, high, unbounded = _term_bounds(m, abs(c))
+        if c > 0:
+            pos_low += low
+            pos_high += high
+            pos_inf = pos_inf or unbounded
+        else:
+            neg_low += low
+            neg_high += high
+            neg_inf = neg_inf or unbounded
+    del inf
+    if (not neg_inf and pos_low > neg_high) or (not pos_inf and neg_low > pos_high):
+        return True
     raise Undecided
+
+
+def _term_bounds(m: sz.Monomial, c: sz.Fraction) -> tuple[sz.Fraction, sz.Fraction, bool]:
+    """(lower bound, upper bound, unbounded above) of c * m for atoms >= 2."""
+    if not m:
+        return c, c, False
+    degree = sum(e for _, e in m)
+    if all(e > 0 for _, e in m):
+        return c * 2**degree, c * 2**degree, True
+    if all(e < 0 for _, e in m):
+        return sz.Fraction(0), c / sz.Fraction(2) ** (-degree), False
+    return sz.Fraction(0), sz.Fraction(0), True
 
 
 def _without_common_factor(d: SymExpr) -> Size:
@@ -113,8 +136,8 @@ def is_one(size: Size) -> bool:
     """size == 1; a symbolic size is generically not 1 (the caller substitutes 1 to check)."""
     if isinstance(size, int):
         return size == 1
-    if len(size.terms) == 1 and all(e > 0 for _, e in size.terms[0][0]):
-        return False
+    if len(size.terms) == 1 and size.terms[0][1] > 0:
+        return False  # a size (`T`, `C // n_head`): generically >= 2
     if differs(size, 1):
         return False
     raise Undecided

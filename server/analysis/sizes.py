@@ -153,22 +153,43 @@ def floordiv(a: Size, b: Size) -> tuple[Size | None, bool]:
         return None, False
     if isinstance(q, int):
         return q, False
-    exact = all(c.denominator == 1 for _, c in q.terms) and all(
-        e > 0 for m, _ in q.terms for _, e in m
-    ) and all(e > 0 for m, _ in _terms(a) for _, e in m)
-    if exact and isinstance(b, int):
-        return q, False
-    return q, True
+    # Exact when a number divides every coefficient and no power turned negative: (4*C)//2.
+    exact = isinstance(b, int) and all(
+        c.denominator == 1 and all(e > 0 for _, e in m) for m, c in q.terms
+    )
+    return q, not exact
 
 
 def as_int(x: Size) -> int | None:
     return x if isinstance(x, int) else None
 
 
-def substitute(x: Size, values: dict[int, int]) -> Size | None:
-    """x with some atoms replaced by numbers."""
+def substitute(x: Size, values: dict[int, Size]) -> Size | None:
+    """x with some atoms replaced by numbers or by single-term expressions."""
     if isinstance(x, int):
         return x
+    if all(isinstance(v, int) for v in values.values()):
+        return _substitute_numbers(x, values)  # type: ignore[arg-type]
+    total: Size | None = 0
+    for m, c in x.terms:
+        term: Size | None = _norm({(): c})
+        for a, e in m:
+            base: Size | None = values.get(a, atom(a))
+            if base is None or term is None:
+                return None
+            if e < 0:
+                base = _monomial_inverse(base)
+                if base is None:
+                    return None
+            for _ in range(abs(e)):
+                term = None if term is None else mul(term, base)
+        if term is None or total is None:
+            return None
+        total = add(total, term)
+    return total
+
+
+def _substitute_numbers(x: SymExpr, values: dict[int, int]) -> Size | None:
     out: dict[Monomial, Fraction] = {}
     for m, c in x.terms:
         coef = c
@@ -184,6 +205,29 @@ def substitute(x: Size, values: dict[int, int]) -> Size | None:
         key = tuple(kept)
         out[key] = out.get(key, Fraction(0)) + coef
     return _norm(out)
+
+
+def solve_equal_one(x: Size) -> dict[int, Size] | None:
+    """A substitution making the single-term size x equal to 1 (`T` -> T=1, `C // 4` ->
+    C=4, `C // n` -> C=n), or None when x is a number or a sum."""
+    if isinstance(x, int) or len(x.terms) != 1:
+        return None
+    m, c = x.terms[0]
+    for a, e in m:
+        if abs(e) != 1:
+            continue
+        rest = _norm({tuple((b, f) for b, f in m if b != a): c})
+        if rest is None:
+            return None
+        # c * rest * a**e == 1  =>  a = (c * rest) ** -e
+        value = _monomial_inverse(rest) if e == 1 else rest
+        if value is None:
+            return None
+        if isinstance(value, int) or all(f > 0 for mm, _ in value.terms for _, f in mm):
+            if isinstance(value, SymExpr) and any(cc.denominator != 1 for _, cc in value.terms):
+                return None
+            return {a: value}
+    return None
 
 
 def generic_lt(a: Size, b: Size) -> bool | None:

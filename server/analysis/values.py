@@ -11,7 +11,8 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
-from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.facts import TensorFact, join_rendered
+from stridelens.server.analysis.sizes import SymExpr
 
 
 class Unknown:
@@ -29,6 +30,29 @@ class Const:
     """A Python literal the analysis could fold (int, float, bool, str, None, tuples, slices)."""
 
     value: Any
+
+
+@dataclass(frozen=True)
+class SizeValue:
+    """An integer the file does not spell out: `B` of `B, T, C = x.shape`, `C // n_head`.
+
+    `certain`: known to be an int (it comes from a tensor's shape), not only used as one."""
+
+    expr: SymExpr
+    certain: bool = True
+    # What the expression's algebra assumed (`C % n == 0` for `C // n`): `conditions.Condition`s.
+    conditions: frozenset[Any] = frozenset()
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """An unknown value that a name path reaches: a parameter, `config.n_embd`, `self.n_head`.
+
+    Unknown like `UNKNOWN`, except where the code uses it as a size: there it is an integer
+    atom, named by its path (`root` tells apart two parameters of the same name)."""
+
+    root: int
+    path: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -104,7 +128,7 @@ class FunctionValue:
 
 Value = Union[  # noqa: UP007 - a runtime alias mypy must see as a union
     Unknown, Const, TorchRef, GradContext, ModuleValue, SeqValue, ListOf, TensorFact,
-    ClassInfo, InstanceValue, FunctionValue,
+    ClassInfo, InstanceValue, FunctionValue, SizeValue, Opaque,
 ]
 
 
@@ -137,6 +161,9 @@ def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
         provenance=tuple(p for p in a.provenance if p in b.provenance),  # true on both paths
         storage_key=same(a.storage_key, b.storage_key),
         meta=a.meta if layout_same and a.storage_key == b.storage_key else None,
+        sym=same(a.sym, b.sym),
+        assumes=a.assumes | b.assumes,
+        rendered=join_rendered(a.rendered, b.rendered),
     )
 
 
@@ -168,4 +195,7 @@ def forget_layout(fact: TensorFact) -> TensorFact:
         contiguous=None,
         storage_numel=None,
         meta=None,
+        sym=None,
+        assumes=frozenset(),
+        rendered=None,
     )

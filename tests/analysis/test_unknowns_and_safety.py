@@ -44,14 +44,24 @@ q = data.view(3, 4)
 """
 
 
-def test_unknown_sizes_answer_null_not_a_guess() -> None:
-    for name in ("p", "v", "r", "s", "y", "d"):
+def test_sizes_the_file_does_not_spell_out_are_named_never_guessed() -> None:
+    # `x.permute(0, 2, 1)` says x has 3 dims: its sizes are x's, in x's names, and the layout
+    # verdicts say what they assume (x row-major, the moved dims not of size 1).
+    p = fact_at_name(UNKNOWN_SIZES, "p")
+    assert p.to_json("p")["shape"] == ["x.shape[0]", "x.shape[2]", "x.shape[1]"]
+    assert p.contiguous is False
+    assert set(p.to_json("p")["assumes"]) == {"x.shape[1] != 1", "x.shape[2] != 1", "x.is_contiguous()"}
+    # `n` is used as a size: a fresh factory result of shape (n, 3) is contiguous for any n.
+    r = fact_at_name(UNKNOWN_SIZES, "r")
+    assert r.to_json("r")["shape"] == ["n", 3] and r.contiguous is True
+    s = fact_at_name(UNKNOWN_SIZES, "s")
+    assert s.to_json("s")["shape"] == ["n - 1", 3] and s.is_view is True
+    # Rank unknown (an annotation only): nothing about sizes is stated.
+    for name in ("y", "d"):
         fact = fact_at_name(UNKNOWN_SIZES, name)
         assert fact is not None, name
-        assert fact.shape is None and fact.strides is None, name
-        assert fact.storage_offset is None, name
-        # Contiguity is only stated where it holds for every size: a fresh factory result.
-        assert fact.contiguous is (True if name == "r" else None), name
+        assert fact.display_shape is None and fact.display_strides is None, name
+        assert fact.contiguous is None, name
     assert fact_at_name(UNKNOWN_SIZES, "q") is None  # not even known to be a tensor
 
 

@@ -1,0 +1,86 @@
+"""Conditions a symbolic fact holds under: the `assumes` of `explain`.
+
+A layout verdict over symbolic sizes is generic (every size >= 2). Where a size of 1 would
+change it, the verdict carries the condition `size != 1`; where `C // n` stands for an exact
+quotient, `C % n == 0`; where a function's tensor parameter was taken as contiguous, that.
+`flip_conditions` finds the first kind by asking the same question again with one size set
+to 1 and comparing the answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from stridelens.server.analysis import sizes as sz
+from stridelens.server.analysis.layouts import Layout, Undecided
+from stridelens.server.analysis.sizes import Size, SymExpr
+
+
+@dataclass(frozen=True)
+class Condition:
+    kind: str  # "ne" (a != b) | "divides" (a % b == 0) | "le" / "ge" | "contiguous" (a parameter)
+    a: Size | None = None
+    b: Size | None = None
+    # "contiguous": the parameter's storage key and layout, to find a name for it later.
+    tensor_key: int | None = None
+    tensor_layout: Layout | None = None
+    # True when only strides/contiguity/view-ness depend on it, not the shape.
+    layout_only: bool = True
+
+
+def divisible(a: Size, b: Size) -> Condition:
+    return Condition("divides", a, b, layout_only=False)
+
+
+def not_one(size: Size) -> Condition:
+    return Condition("ne", size, 1)
+
+
+def shape_conditions(conditions: Iterable[Condition]) -> frozenset[Condition]:
+    """What still matters for a tensor that gets a fresh (contiguous) layout."""
+    return frozenset(c for c in conditions if not c.layout_only)
+
+
+def flip_conditions(sizes: Iterable[Size], run: Callable[[dict[int, Size]], Any], generic: Any) -> frozenset[Condition]:
+    """`size != 1` for each size of `sizes` whose being 1 changes the answer.
+
+    `run(values)` answers the question with atoms substituted (`{}`: as is); `generic` is
+    `run({})`, comparable after substitution through `substitute_outcome`."""
+    out: set[Condition] = set()
+    seen: set[SymExpr] = set()
+    for size in sizes:
+        if not isinstance(size, SymExpr) or size in seen:
+            continue
+        seen.add(size)
+        values = sz.solve_equal_one(size)
+        if values is None:
+            if not _certainly_not_one(size):
+                out.add(not_one(size))  # cannot check it: say it is assumed
+            continue
+        try:
+            flipped = run(values)
+        except Undecided:
+            out.add(not_one(size))
+            continue
+        if flipped != substitute_outcome(generic, values):
+            out.add(not_one(size))
+    return frozenset(out)
+
+
+def _certainly_not_one(size: SymExpr) -> bool:
+    # A sum like `3 * C` + ... with all positive terms and a constant >= 1 is never 1.
+    constant = dict(size.terms).get((), 0)
+    return all(c > 0 for _, c in size.terms) and constant >= 1 and len(size.terms) > 1
+
+
+def substitute_outcome(outcome: Any, values: dict[int, Size]) -> Any:
+    """The same outcome with atoms substituted (tuples, layouts and sizes inside)."""
+    if isinstance(outcome, SymExpr):
+        return sz.substitute(outcome, values)
+    if isinstance(outcome, Layout):
+        return outcome.substitute(values)
+    if isinstance(outcome, tuple):
+        return tuple(substitute_outcome(o, values) for o in outcome)
+    return outcome

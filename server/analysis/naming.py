@@ -1,0 +1,180 @@
+"""Names for symbolic sizes: every size is written as a Python expression over names the
+user can see at that line (`B`, `x.shape[0]`, `self.n_head`, `C // self.n_head`).
+
+An atom (one unknown integer) is created with the path it came from. Binding a size to a
+name (`B, T, C = x.shape`, `self.n_head = n_head`) adds that name as another path. A path is
+only used where it still leads to the same size: the interpreter resolves it in the scope of
+the line (`resolve`), so `x.shape[0]` is not offered after `x` was rebound to another
+tensor, and no invented symbol (`s0`) ever reaches a user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from stridelens.server.analysis import sizes as sz
+from stridelens.server.analysis.conditions import Condition
+from stridelens.server.analysis.facts import RenderedLayout, TensorFact
+from stridelens.server.analysis.sizes import Size, SymExpr
+
+# ("x", "shape", "[0]") is `x.shape[0]`; ("self", "n_head") is `self.n_head`.
+Path = tuple[str, ...]
+
+MAX_NAMES_PER_EXPR = 8
+
+
+def path_text(path: Path) -> str:
+    out = path[0]
+    for step in path[1:]:
+        out += step if step.startswith("[") else f".{step}"
+    return out
+
+
+@dataclass
+class NameContext:
+    """How to check paths at one line: `resolve(path)` is the size the path leads to there
+    (or None), `tensor_name(key, layout)` a name bound to that tensor there (or None)."""
+
+    resolve: Callable[[Path], Size | None]
+    tensor_name: Callable[[int, object], str | None]
+
+
+class SizeNames:
+    """The atoms of one analysis, and every path that names a size."""
+
+    def __init__(self) -> None:
+        self._next_atom = 0
+        self.origins: dict[int, Path] = {}
+        self.paths: dict[SymExpr, list[Path]] = {}
+        self._memo: dict[tuple[object, ...], SymExpr] = {}
+
+    def new_atom(self, origin: Path | None) -> SymExpr:
+        self._next_atom += 1
+        atom_id = self._next_atom
+        if origin is not None:
+            self.origins[atom_id] = origin
+        return sz.atom(atom_id)
+
+    def atom_for(self, key: tuple[object, ...], origin: Path | None) -> SymExpr:
+        """The same atom each time `key` is asked for (an opaque path, a module argument)."""
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self.new_atom(origin)
+        return found
+
+    def add_path(self, size: Size, path: Path) -> None:
+        if not isinstance(size, SymExpr):
+            return
+        known = self.paths.setdefault(size, [])
+        if path not in known and len(known) < MAX_NAMES_PER_EXPR:
+            known.insert(0, path)  # the newest name first: the one people just wrote
+
+    def merge(self, old: SymExpr, new: Size) -> None:
+        """`old` was proved equal to `new`: its names name `new` too."""
+        if not isinstance(new, SymExpr):
+            return
+        target = self.paths.setdefault(new, [])
+        for path in self.paths.get(old, []):
+            if path not in target:
+                target.append(path)
+        origins = [self.origins[a] for a in old.atoms() if a in self.origins]
+        for path in origins:
+            if path not in target:
+                target.append(path)
+
+    # ------------------------------------------------------------------ rendering
+    def render_size(self, size: Size, ctx: NameContext, cache: dict[Path, Size | None]) -> str | None:
+        if isinstance(size, int):
+            return str(size)
+
+        def valid(path: Path, target: Size) -> bool:
+            if path not in cache:
+                cache[path] = ctx.resolve(path)
+            return cache[path] == target
+
+        for path in sorted(self.paths.get(size, ()), key=len):
+            if path and valid(path, size):
+                return path_text(path)
+
+        def name_of(atom_id: int) -> str | None:
+            target = sz.atom(atom_id)
+            origin = self.origins.get(atom_id)
+            for path in sorted([*self.paths.get(target, ()), *([origin] if origin else [])], key=len):
+                if path and valid(path, target):
+                    return path_text(path)
+            return None
+
+        return sz.render(size, name_of)
+
+    def render_all(
+        self, items: tuple[Size, ...] | None, ctx: NameContext, cache: dict[Path, Size | None]
+    ) -> tuple[int | str, ...] | None:
+        if items is None:
+            return None
+        out: list[int | str] = []
+        for item in items:
+            text = self.render_size(item, ctx, cache)
+            if text is None:
+                return None
+            out.append(item if isinstance(item, int) else text)
+        return tuple(out)
+
+    def render_condition(self, cond: Condition, ctx: NameContext, cache: dict[Path, Size | None]) -> str | None:
+        if cond.kind == "contiguous":
+            if cond.tensor_key is None:
+                return None
+            name = ctx.tensor_name(cond.tensor_key, cond.tensor_layout)
+            return None if name is None else f"{name}.is_contiguous()"
+        if cond.a is None or cond.b is None:
+            return None
+        a = self.render_size(cond.a, ctx, cache)
+        b = self.render_size(cond.b, ctx, cache)
+        if a is None or b is None:
+            return None
+        if cond.kind == "ne":
+            return f"{a} != {b}"
+        if cond.kind == "divides":
+            return f"{_paren(a)} % {_paren(b)} == 0"
+        if cond.kind == "le":
+            return f"{a} <= {b}"
+        if cond.kind == "ge":
+            return f"{a} >= {b}"
+        return None
+
+    def render_fact(self, fact: TensorFact, ctx: NameContext) -> RenderedLayout | None:
+        layout = fact.sym
+        if layout is None:
+            return None
+        cache: dict[Path, Size | None] = {}
+        shape = self.render_all(layout.shape, ctx, cache)
+        strides = self.render_all(layout.strides, ctx, cache)
+        offset: int | str | None = None
+        if isinstance(layout.offset, int):
+            offset = layout.offset
+        elif layout.offset is not None:
+            offset = self.render_size(layout.offset, ctx, cache)
+        assumes: list[str] = []
+        layout_ok = True
+        for cond in sorted(fact.assumes, key=_condition_order):
+            text = self.render_condition(cond, ctx, cache)
+            if text is None:
+                if not cond.layout_only:
+                    shape = None  # the shape itself needs a condition nobody can read
+                layout_ok = False
+                continue
+            if text not in assumes:
+                assumes.append(text)
+        if not layout_ok:
+            strides, offset = None, None
+        if shape is None and strides is None and offset is None and not assumes:
+            return None
+        return RenderedLayout(shape, strides, offset, tuple(assumes), layout_ok)
+
+
+def _paren(text: str) -> str:
+    return f"({text})" if " " in text else text
+
+
+def _condition_order(cond: Condition) -> tuple[int, str]:
+    return ({"divides": 0, "le": 1, "ge": 1, "ne": 2, "contiguous": 3}.get(cond.kind, 4), repr(cond.a))

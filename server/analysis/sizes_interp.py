@@ -1,0 +1,305 @@
+"""The interpreter's integer and size values: `B, T, C = x.shape`, `x.size(0)`, `C // n_head`,
+`self.n_head`, tensor parameters of known rank, and how symbolic facts are stated in the
+user's names at each line.
+
+Mixed into `Interpreter` (interpreter.py); everything here is about sizes, nothing about
+torch calls.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from stridelens.server.analysis import layouts as lay
+from stridelens.server.analysis import sizes as sz
+from stridelens.server.analysis.conditions import Condition, divisible
+from stridelens.server.analysis.facts import ReplayEvent, TensorFact
+from stridelens.server.analysis.layouts import Layout
+from stridelens.server.analysis.naming import NameContext, Path
+from stridelens.server.analysis.sizes import Size
+from stridelens.server.analysis.symbolic_ops import module_arg
+from stridelens.server.analysis.values import (
+    UNKNOWN,
+    Const,
+    InstanceValue,
+    ModuleValue,
+    Opaque,
+    SeqValue,
+    SizeValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from stridelens.server.analysis.interpreter import Scope
+
+# `nn` module attributes that are constructor sizes (`self.fc.out_features`).
+MODULE_SIZE_ATTRS = frozenset(
+    {"in_features", "out_features", "in_channels", "out_channels", "num_embeddings", "embedding_dim", "hidden_size", "input_size", "embed_dim", "num_heads"}
+)
+
+
+@dataclass(frozen=True)
+class SymSlice:
+    """A slice with a symbolic bound: `x[:, :t]`."""
+
+    start: Value
+    stop: Value
+    step: Value
+
+
+def size_value(size: Size, certain: bool = True, conditions: frozenset[Condition] = frozenset()) -> Value:
+    if isinstance(size, int):
+        return Const(size)
+    return SizeValue(size, certain, conditions)
+
+
+class SizesMixin:
+    # Provided by Interpreter.
+    names: Any
+    symops: Any
+    facts: dict[ast.AST, Value]
+    events: list[ReplayEvent]
+    _current_node: ast.AST | None
+    _current_scope: Scope | None
+
+    def fresh_storage(self) -> int:  # pragma: no cover - Interpreter defines it
+        raise NotImplementedError
+
+    def eval(self, node: ast.expr, scope: Scope) -> Value:  # pragma: no cover
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ stating facts
+    def stated(self, fact: TensorFact, scope: Scope) -> TensorFact:
+        """The fact as it is stated at this node: symbolic sizes in the names visible here,
+        and no grad facts that only the default grad mode gave."""
+        if scope.grad_assumed and fact.carries_graph is True and not fact.grad_unknown:
+            fact = replace(fact, grad_unknown=True)
+        if fact.sym is None:
+            return fact
+        ctx = NameContext(lambda path: self.resolve_path(path, scope), lambda key, layout: self._tensor_name(key, layout, scope))
+        return replace(fact, rendered=self.names.render_fact(fact, ctx))
+
+    def resolve_path(self, path: Path, scope: Scope) -> Size | None:
+        """The size a path leads to in `scope` (`x.shape[0]`, `self.n_head`, `B`)."""
+        value: Any = scope.lookup(path[0])
+        steps = path[1:]
+        i = 0
+        while i < len(steps):
+            step = steps[i]
+            if value is None:
+                return None
+            if step == "shape" and isinstance(value, TensorFact):
+                if i + 1 >= len(steps) or not steps[i + 1].startswith("["):
+                    return None
+                dim = int(steps[i + 1][1:-1])
+                shape = value.sym.shape if value.sym is not None else value.shape
+                if shape is None or not -len(shape) <= dim < len(shape):
+                    return None
+                return self.symops.canon(shape[dim])  # type: ignore[no-any-return]
+            value = self.attribute_value(value, step, None)
+            i += 1
+        return self.symops.size_of(value)  # type: ignore[no-any-return]
+
+    def _tensor_name(self, key: int, layout: object, scope: Scope) -> str | None:
+        current: Scope | None = scope
+        while current is not None:
+            for name, value in current.env.items():
+                if isinstance(value, TensorFact) and value.storage_key == key and value.sym == layout:
+                    return name
+            current = current.parent
+        return None
+
+    def name_size(self, value: Value, path: Path) -> None:
+        if isinstance(value, SizeValue):
+            self.names.add_path(value.expr, path)
+        elif isinstance(value, Opaque):
+            self.names.add_path(self.symops.size_of(value), path)
+        elif isinstance(value, SeqValue) and len(path) == 1:
+            pass
+
+    # ------------------------------------------------------------------ attributes
+    def attribute_value(self, owner: Value, attr: str, receiver: ast.expr | None) -> Value:
+        """`owner.attr` for instances, opaque values and modules (sizes only)."""
+        if isinstance(owner, InstanceValue):
+            value = owner.cls.attributes.get(attr)
+            if value is not None and value is not UNKNOWN:
+                return value
+            if attr in owner.cls.methods:
+                return UNKNOWN
+            # Keyed by class and attribute, not by the receiver's name: `self.n_head` is one
+            # atom in every method. Its names are added where it is read (`name_size`).
+            return Opaque(id(owner.cls), ("<attr>", attr))
+        if isinstance(owner, Opaque):
+            return Opaque(owner.root, (*owner.path, attr))
+        if isinstance(owner, ModuleValue) and attr in MODULE_SIZE_ATTRS:
+            size = self.symops.module_size(owner, attr, None)
+            return size_value(size) if size is not None else UNKNOWN
+        return UNKNOWN
+
+    # ------------------------------------------------------------------ tensors' sizes
+    def shape_value(self, fact: TensorFact) -> Value:
+        """`x.shape` / `x.size()`: a tuple of sizes."""
+        if fact.sym is None:
+            return UNKNOWN
+        return SeqValue(tuple(size_value(s) for s in fact.sym.shape))
+
+    def dim_size(self, fact: TensorFact, dim: Value) -> Value:
+        if fact.sym is None or not (isinstance(dim, Const) and isinstance(dim.value, int)):
+            return UNKNOWN
+        shape = fact.sym.shape
+        if not -len(shape) <= dim.value < len(shape):
+            return UNKNOWN
+        return size_value(shape[dim.value])
+
+    # ------------------------------------------------------------------ arithmetic
+    def size_binop(self, op: ast.operator, left: Value, right: Value, node: ast.AST) -> Value | None:
+        """Integer arithmetic where a side is symbolic; None when this is not size arithmetic."""
+        if not any(isinstance(v, (SizeValue, Opaque)) for v in (left, right)):
+            return None
+        a, b = self.symops.size_of(left), self.symops.size_of(right)
+        if a is None or b is None:
+            return UNKNOWN
+        certain = all(not isinstance(v, Opaque) and not (isinstance(v, SizeValue) and not v.certain) for v in (left, right))
+        conditions = frozenset().union(*(v.conditions for v in (left, right) if isinstance(v, SizeValue)))
+        result: Size | None
+        if isinstance(op, ast.Add):
+            result = sz.add(a, b)
+        elif isinstance(op, ast.Sub):
+            result = sz.sub(a, b)
+        elif isinstance(op, ast.Mult):
+            result = sz.mul(a, b)
+        elif isinstance(op, ast.FloorDiv):
+            result, needs = sz.floordiv(a, b)
+            if needs:
+                # `C // n` is tracked as C / n: true when n divides C, as a `view` needs.
+                conditions = conditions | {divisible(a, b)}
+        else:
+            return UNKNOWN
+        if result is None:
+            return UNKNOWN
+        if isinstance(result, int):
+            return Const(result)
+        return SizeValue(result, certain, conditions)
+
+    # ------------------------------------------------------------------ parameters
+    def tensor_parameter(self, name: str, rank: int) -> TensorFact:
+        """A tensor parameter of known rank: one size per dim, named `x.shape[i]`. Its layout
+        is taken as row-major, and every verdict that depends on that says so."""
+        shape = tuple(self.names.new_atom((name, "shape", f"[{i}]")) for i in range(rank))
+        layout = lay.contiguous(shape)
+        key = self.fresh_storage()
+        condition = Condition("contiguous", tensor_key=key, tensor_layout=layout)
+        return TensorFact(storage_key=key, contiguous=True, sym=layout, assumes=frozenset({condition}))
+
+    # ------------------------------------------------------------------ events
+    def symbolic_event(self, kind: str, message: str, conditions: frozenset[Condition]) -> None:
+        node, scope = self._current_node, self._current_scope
+        if node is None or scope is None:
+            return
+        ctx = NameContext(lambda path: self.resolve_path(path, scope), lambda key, layout: self._tensor_name(key, layout, scope))
+        unless: list[str] = []
+        assumed: list[str] = []
+        cache: dict[Path, Size | None] = {}
+        for cond in sorted(conditions, key=lambda c: (c.kind, repr(c.a))):
+            text = self.names.render_condition(cond, ctx, cache)
+            if text is None:
+                if cond.kind == "ne":
+                    return  # a size we cannot name decides it: say nothing
+                continue
+            if cond.kind == "ne":
+                unless.append(text.replace(" != ", " == "))
+            else:
+                assumed.append(text)
+        detail = ""
+        if unless:
+            detail += " unless " + " or ".join(f"`{u}`" for u in unless)
+        if assumed:
+            detail += " (assuming " + ", ".join(f"`{a}`" for a in assumed) + ")"
+        line = getattr(node, "lineno", 0)
+        col = getattr(node, "col_offset", 0)
+        self.events.append(
+            ReplayEvent(kind, line, col, getattr(node, "end_lineno", None) or line, getattr(node, "end_col_offset", None) or col, message + detail, detail=detail or None)
+        )
+
+    def symbolic_view_raises(self, conditions: frozenset[Condition]) -> None:
+        self.symbolic_event("view-incompatible", "view size is not compatible with input tensor's size and stride for every size", conditions)
+
+    def symbolic_reshape_copies(self, name: str, conditions: frozenset[Condition]) -> None:
+        self.symbolic_event("reshape-copies", f"`{name}` copies here: its input is not contiguous", conditions)
+
+
+def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+    """Ranks of parameters the body states at its top level before rebinding them:
+    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`, `x.dim() == 4` asserts."""
+    params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+    ranks: dict[str, int] = {}
+    conflicts: set[str] = set()
+    rebound: set[str] = set()
+
+    def note(name: str, rank: int) -> None:
+        if name not in params or name in rebound:
+            return
+        if ranks.get(name, rank) != rank:
+            conflicts.add(name)
+        ranks[name] = rank
+
+    for stmt in fn.body:
+        for node in _walk_no_nested(stmt):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)):
+                target = node.targets[0]
+                if any(isinstance(e, ast.Starred) for e in target.elts):
+                    continue
+                subject = _shape_subject(node.value)
+                if subject is not None:
+                    note(subject, len(target.elts))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                if node.func.attr == "permute" and node.args and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in node.args):
+                    count = len(node.args)
+                    note(node.func.value.id, count)
+        for name in _assigned_names(stmt):
+            rebound.add(name)
+    return {k: v for k, v in ranks.items() if k not in conflicts and 0 < v <= 8}
+
+
+def _shape_subject(value: ast.expr) -> str | None:
+    if isinstance(value, ast.Attribute) and value.attr == "shape" and isinstance(value.value, ast.Name):
+        return value.value.id
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "size"
+        and not value.args
+        and isinstance(value.func.value, ast.Name)
+    ):
+        return value.func.value.id
+    return None
+
+
+def _walk_no_nested(stmt: ast.stmt) -> list[ast.AST]:
+    """The nodes of one top-level statement, not entering nested blocks or definitions."""
+    if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _assigned_names(stmt: ast.stmt) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+    return out
+
+
+__all__ = ["SizesMixin", "SymSlice", "infer_parameter_ranks", "size_value"]
+
+_ = (module_arg, Layout)

@@ -1,0 +1,906 @@
+"""Tensor ops on symbolic sizes: where `view` is decided when the file does not spell out
+its sizes.
+
+The interpreter replays ops on meta tensors when every size is known. When a tensor's sizes
+are symbolic (`TensorFact.sym`, a `layouts.Layout`), the ops here compute the result's shape,
+strides and offset with the stride algebra, decide `view`-raises / view-or-copy /
+contiguity for every size at once, and attach the conditions those verdicts need
+(`conditions.py`). Anything not modelled returns None, and the interpreter falls back to
+the size-free facts (view of `x`, carries a graph, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from stridelens.server.analysis import layouts as lay
+from stridelens.server.analysis import sizes as sz
+from stridelens.server.analysis.conditions import (
+    Condition,
+    divisible,
+    flip_conditions,
+    shape_conditions,
+)
+from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.layouts import Layout, Undecided
+from stridelens.server.analysis.sizes import Size, SymExpr
+from stridelens.server.analysis.values import (
+    Const,
+    ModuleValue,
+    Opaque,
+    SeqValue,
+    SizeValue,
+    TorchRef,
+    Value,
+)
+
+# Ops whose result has the input's shape, computed elementwise.
+UNARY_SAME_SHAPE = frozenset(
+    {
+        "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "gelu", "silu",
+        "elu", "selu", "celu", "leaky_relu", "relu6", "hardtanh", "hardswish", "hardsigmoid",
+        "mish", "softplus", "softsign", "sign", "floor", "ceil", "round", "trunc", "square",
+        "reciprocal", "erf", "sin", "cos", "log1p", "expm1", "isnan", "isinf", "logsigmoid",
+        "tanhshrink", "nan_to_num", "clamp", "clip", "dropout", "dropout1d", "dropout2d",
+        "dropout3d", "alpha_dropout", "float", "half", "double", "long", "int", "short", "bool",
+        "bfloat16", "byte", "char", "type_as", "masked_fill", "pow", "mul", "div", "add", "sub",
+        "tril", "triu", "lerp", "softmax", "log_softmax", "softmin", "normalize", "layer_norm",
+        "rms_norm", "group_norm", "batch_norm", "instance_norm", "cumsum", "cumprod", "flip",
+        "roll", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "where",
+    }
+)  # fmt: skip
+
+REDUCTIONS = frozenset({"sum", "mean", "prod", "amax", "amin", "std", "var", "norm", "logsumexp", "all", "any", "argmax", "argmin"})
+
+# Ops whose output is laid out afresh (row-major) whatever the inputs' strides.
+FRESH_CONTIGUOUS = frozenset({"linear", "matmul", "mm", "bmm", "layer_norm"})
+
+NORM_MODULES = frozenset(
+    {"BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "RMSNorm"}
+)
+ACTIVATION_MODULES = frozenset(
+    {"ReLU", "ReLU6", "GELU", "SiLU", "ELU", "SELU", "LeakyReLU", "PReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Softplus", "Mish", "Hardswish", "Hardsigmoid", "GLU"}
+)
+DROPOUT_MODULES = frozenset({"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout"})
+LOSS_MODULES = frozenset(
+    {"MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss"}
+)
+
+# Constructor signatures of the modules whose sizes matter (positional order).
+MODULE_PARAMS: dict[str, tuple[str, ...]] = {
+    "Linear": ("in_features", "out_features", "bias"),
+    "Conv1d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode"),
+    "Conv2d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode"),
+    "Conv3d": ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode"),
+    "Embedding": ("num_embeddings", "embedding_dim"),
+    "MaxPool1d": ("kernel_size", "stride", "padding", "dilation", "return_indices", "ceil_mode"),
+    "MaxPool2d": ("kernel_size", "stride", "padding", "dilation", "return_indices", "ceil_mode"),
+    "AvgPool1d": ("kernel_size", "stride", "padding", "ceil_mode"),
+    "AvgPool2d": ("kernel_size", "stride", "padding", "ceil_mode"),
+    "AdaptiveAvgPool1d": ("output_size",),
+    "AdaptiveAvgPool2d": ("output_size",),
+    "AdaptiveMaxPool2d": ("output_size",),
+    "LSTM": ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout", "bidirectional"),
+    "GRU": ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout", "bidirectional"),
+    "RNN": ("input_size", "hidden_size", "num_layers", "nonlinearity", "bias", "batch_first", "dropout", "bidirectional"),
+    "MultiheadAttention": ("embed_dim", "num_heads", "dropout", "bias", "add_bias_kv", "add_zero_attn", "kdim", "vdim", "batch_first"),
+    "Flatten": ("start_dim", "end_dim"),
+}  # fmt: skip
+
+MODULE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "conv": {"stride": 1, "padding": 0, "dilation": 1, "groups": 1},
+    "rnn": {"num_layers": 1, "batch_first": False, "bidirectional": False},
+    "Flatten": {"start_dim": 1, "end_dim": -1},
+    "pool": {"stride": None, "padding": 0, "dilation": 1, "ceil_mode": False},
+}
+
+
+def module_arg(module: ModuleValue, name: str) -> Value | None:
+    """The value a module was built with for parameter `name` (None when not given)."""
+    params = MODULE_PARAMS.get(module.name, ())
+    if name in module.kwargs:
+        return module.kwargs[name]
+    if name in params:
+        i = params.index(name)
+        if i < len(module.args):
+            return module.args[i]
+    return None
+
+
+class SymbolicOps:
+    def __init__(self, interp: Any) -> None:
+        self.interp = interp
+        self.names = interp.names
+        # Sizes an op proved equal (`nn.Linear(C, ...)` applied to x: x.shape[-1] == C):
+        # atom -> the expression it equals. Every size is read through `canon`.
+        self.equal: dict[int, Size] = {}
+
+    # ------------------------------------------------------------------ equal sizes
+    def canon(self, x: Size) -> Size:
+        if not self.equal or not isinstance(x, SymExpr):
+            return x
+        for _ in range(8):
+            if not (x.atoms() & self.equal.keys()) if isinstance(x, SymExpr) else True:
+                return x
+            y = sz.substitute(x, self.equal)
+            if y is None:
+                return x
+            x = y
+        return x
+
+    def canon_layout(self, layout: Layout) -> Layout:
+        if not self.equal:
+            return layout
+        out = layout.substitute(self.equal)
+        for _ in range(7):
+            if out is None or not (out.atoms() & self.equal.keys()):
+                break
+            out = out.substitute(self.equal)
+        return out if out is not None else layout
+
+    def unify(self, a: Size | None, b: Size | None) -> None:
+        """Record that two sizes are equal in every run that gets past this line."""
+        if a is None or b is None:
+            return
+        a, b = self.canon(a), self.canon(b)
+        if a == b:
+            return
+        for lone, other in ((a, b), (b, a)):
+            if isinstance(lone, SymExpr) and len(lone.terms) == 1:
+                m, c = lone.terms[0]
+                if c == 1 and len(m) == 1 and m[0][1] == 1 and m[0][0] not in (other.atoms() if isinstance(other, SymExpr) else ()):
+                    self.equal[m[0][0]] = other
+                    self.names.merge(lone, other)
+                    return
+
+    # ------------------------------------------------------------------ sizes
+    def size_of(self, value: Value | None) -> Size | None:
+        if isinstance(value, Const) and isinstance(value.value, int) and not isinstance(value.value, bool):
+            return value.value
+        if isinstance(value, SizeValue):
+            return self.canon(value.expr)
+        if isinstance(value, Opaque):
+            origin = None if value.path[0].startswith("<") else value.path
+            return self.canon(self.names.atom_for(("opaque", value.root, value.path), origin))
+        return None
+
+    def conditions_of(self, args: list[Value]) -> frozenset[Condition]:
+        """What the sizes among `args` assumed (`C % n == 0` for a `C // n`)."""
+        out: frozenset[Condition] = frozenset()
+        for arg in args:
+            if isinstance(arg, SizeValue):
+                out |= arg.conditions
+            elif isinstance(arg, SeqValue):
+                out |= self.conditions_of(list(arg.items))
+        return out
+
+    def sizes_of(self, args: list[Value]) -> tuple[Size, ...] | None:
+        """`view(B, T, C)`, `view((B, T, C))`, `view(x.shape)`: the sizes, or None."""
+        items: list[Value]
+        if len(args) == 1 and isinstance(args[0], SeqValue):
+            items = list(args[0].items)
+        elif len(args) == 1 and isinstance(args[0], Const) and isinstance(args[0].value, (tuple, list)):
+            items = [Const(v) for v in args[0].value]
+        else:
+            items = list(args)
+        out = []
+        for item in items:
+            size = self.size_of(item)
+            if size is None:
+                return None
+            out.append(size)
+        return tuple(out)
+
+    def module_size(self, module: ModuleValue, name: str, path: tuple[str, ...] | None) -> Size | None:
+        """A constructor size of `module` (`out_features`), an atom named after the module's
+        attribute (`self.c_attn.out_features`) when the file does not spell it out."""
+        value = module_arg(module, name)
+        size = self.size_of(value) if value is not None else None
+        if size is not None:
+            return size
+        if value is None and name not in MODULE_PARAMS.get(module.name, ()):
+            return None
+        return self.canon(self.names.atom_for(("module", id(module), name), (*path, name) if path else None))
+
+    # ------------------------------------------------------------------ facts
+    def grad_of(self, inputs: list[TensorFact], scope: Any) -> bool | None:
+        if scope.grad_enabled is False:
+            return False
+        if all(t.requires_grad is False and t.carries_graph is not True for t in inputs):
+            return False
+        if scope.grad_enabled is None:
+            return None
+        if any(t.carries_graph or t.requires_grad for t in inputs):
+            return True
+        return None
+
+    def tensor(
+        self,
+        layout: Layout,
+        like: TensorFact,
+        *,
+        view_of_input: bool | None,
+        assumes: frozenset[Condition],
+        scope: Any,
+        inputs: list[TensorFact] | None = None,
+        dtype: str | bool | None = True,
+        grad: bool | str | None = "inherit",
+    ) -> TensorFact:
+        """A fact for `layout`: a view of `like`'s storage (`view_of_input`), a new tensor
+        (False), or unknown storage identity (None)."""
+        inputs = inputs if inputs is not None else [like]
+        contiguous, flips = self.contiguity(layout)
+        all_ints = all(isinstance(s, int) for s in layout.shape)
+        strides_int = layout.strides is not None and all(isinstance(s, int) for s in layout.strides)
+        requires = self.grad_of(inputs, scope) if grad == "inherit" else grad
+        if view_of_input:
+            storage, is_view, view_of = like.storage_key, True, like.view_of
+        elif view_of_input is False:
+            storage, is_view, view_of = self.interp.fresh_storage(), False, None
+        else:
+            storage, is_view, view_of = None, None, None
+        return TensorFact(
+            shape=tuple(layout.shape) if all_ints else None,  # type: ignore[arg-type]
+            strides=tuple(layout.strides) if strides_int and all_ints else None,  # type: ignore[arg-type]
+            storage_offset=layout.offset if isinstance(layout.offset, int) and all_ints and strides_int else None,
+            dtype=like.dtype if dtype is True else (dtype or None),
+            device=like.device,
+            contiguous=contiguous,
+            is_view=is_view,
+            view_of=view_of,
+            storage_key=storage,
+            requires_grad=requires if isinstance(requires, bool) or requires is None else None,  # type: ignore[arg-type]
+            carries_graph=requires if isinstance(requires, bool) or requires is None else None,  # type: ignore[arg-type]
+            permuted_by=like.permuted_by if view_of_input else None,
+            detached_from=like.detached_from if view_of_input else None,
+            sym=layout,
+            assumes=assumes | flips,
+        )
+
+    def contiguity(self, layout: Layout) -> tuple[bool | None, frozenset[Condition]]:
+        """`is_contiguous()` for every size, and the sizes that must not be 1 for it."""
+        try:
+            verdict = lay.is_contiguous(layout)
+        except Undecided:
+            return None, frozenset()
+        if verdict:
+            return True, frozenset()  # row-major strides stay row-major whatever the sizes
+
+        def run(values: dict[int, Size]) -> Any:
+            sub = layout.substitute(values)
+            if sub is None:
+                raise Undecided
+            return lay.is_contiguous(sub)
+
+        return False, flip_conditions(layout.shape, run, False)
+
+    def fresh(self, shape: tuple[Size, ...], like: TensorFact, inputs: list[TensorFact], scope: Any, *, dtype: str | bool | None = True, contiguous: bool = True) -> TensorFact:
+        """A new tensor of `shape`: row-major when `contiguous`, else layout unknown."""
+        layout = lay.contiguous(shape) if contiguous else Layout(shape, None, None)
+        assumes = frozenset().union(*(shape_conditions(t.assumes) for t in inputs)) if inputs else frozenset()
+        return self.tensor(layout, like, view_of_input=False, assumes=assumes, scope=scope, inputs=inputs, dtype=dtype)
+
+    def same_layout_op(self, tensor: TensorFact, scope: Any, inputs: list[TensorFact] | None = None, dtype: str | bool | None = True) -> TensorFact:
+        """An elementwise result of `tensor`'s shape: contiguous when its input is."""
+        layout: Layout = tensor.sym
+        return self.fresh(layout.shape, tensor, inputs or [tensor], scope, dtype=dtype, contiguous=tensor.contiguous is True)
+
+    # ------------------------------------------------------------------ methods
+    def method(self, tensor: TensorFact, name: str, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
+        layout: Layout | None = tensor.sym
+        if layout is None:
+            return None
+        layout = self.canon_layout(layout)
+        try:
+            return self._method(tensor, layout, name, args, kwargs, scope)
+        except (Undecided, IndexError, ValueError, TypeError):
+            return None
+
+    def _dim_arg(self, args: list[Value], kwargs: dict[str, Value], i: int, key: str = "dim", default: int | None = None) -> int | None:
+        value = args[i] if len(args) > i else kwargs.get(key)
+        if value is None:
+            return default
+        if isinstance(value, Const) and isinstance(value.value, int) and not isinstance(value.value, bool):
+            return value.value
+        raise Undecided
+
+    def _method(self, tensor: TensorFact, layout: Layout, name: str, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
+        view = lambda out, extra=frozenset(): self.tensor(  # noqa: E731
+            out, tensor, view_of_input=True, assumes=tensor.assumes | extra, scope=scope
+        )
+        if name in ("view", "reshape"):
+            if args and isinstance(args[0], TorchRef):
+                return None  # view(dtype)
+            shape = self.sizes_of(args)
+            if shape is None:
+                return None
+            sized = replace(tensor, assumes=tensor.assumes | self.conditions_of(args))
+            return self._view_or_reshape(sized, layout, name, shape, scope)
+        if name == "flatten":
+            start = self._dim_arg(args, kwargs, 0, "start_dim", 0)
+            end = self._dim_arg(args, kwargs, 1, "end_dim", -1)
+            assert start is not None and end is not None
+            return self._view_or_reshape(tensor, layout, "flatten", lay.flatten_shape(layout.shape, start, end), scope, flatten=(start, end))
+        if name in ("permute",):
+            dims = self._int_tuple(args)
+            return None if dims is None else view(lay.permute(layout, dims))
+        if name in ("transpose", "swapaxes", "swapdims"):
+            d0, d1 = self._dim_arg(args, kwargs, 0, "dim0"), self._dim_arg(args, kwargs, 1, "dim1")
+            if d0 is None or d1 is None:
+                return None
+            return view(lay.transpose(layout, d0, d1))
+        if name in ("t", "T") and layout.ndim <= 2:
+            return view(lay.transpose(layout, 0, -1) if layout.ndim == 2 else layout)
+        if name == "mT" and layout.ndim >= 2:
+            return view(lay.transpose(layout, -2, -1))
+        if name == "unsqueeze":
+            d = self._dim_arg(args, kwargs, 0)
+            return None if d is None else view(lay.unsqueeze(layout, d))
+        if name == "squeeze":
+            dims = self._int_tuple(args) if args else None
+            if dims is None and args:
+                return None
+            return self._squeeze(tensor, layout, dims, scope)
+        if name in ("expand", "broadcast_to"):
+            shape = self.sizes_of(args)
+            return None if shape is None else view(lay.expand(layout, shape))
+        if name == "expand_as" and args and isinstance(args[0], TensorFact) and args[0].sym is not None:
+            return view(lay.expand(layout, args[0].sym.shape))
+        if name == "contiguous" and not args and not kwargs:
+            if tensor.contiguous is True:
+                return tensor
+            if tensor.contiguous is False:
+                return self.tensor(lay.contiguous(layout.shape), tensor, view_of_input=False, assumes=tensor.assumes, scope=scope)
+            return None
+        if name == "detach":
+            return replace(view(layout), requires_grad=False, carries_graph=False, is_view=False)
+        if name in ("split", "chunk", "tensor_split", "unbind"):
+            return self._split(tensor, layout, name, args, kwargs, scope)
+        if name == "narrow":
+            d = self._dim_arg(args, kwargs, 0)
+            start, length = (self.size_of(args[1]), self.size_of(args[2])) if len(args) == 3 else (None, None)
+            if d is None or start is None or length is None:
+                return None
+            return view(lay.narrow(layout, d, start, length))
+        if name == "select":
+            d = self._dim_arg(args, kwargs, 0)
+            index = self._dim_arg(args, kwargs, 1, "index")
+            if d is None or index is None:
+                return None
+            return view(lay.select(layout, d, index))
+        if name == "clone" and not kwargs:
+            return self.same_layout_op(tensor, scope)
+        if name in ("type_as",) and args and isinstance(args[0], TensorFact):
+            return self.same_layout_op(tensor, scope, dtype=args[0].dtype)
+        if name in ("float", "half", "double", "long", "int", "short", "bool", "bfloat16", "byte", "char"):
+            from stridelens.server.analysis.torch_api import CAST_METHODS
+
+            if tensor.dtype == CAST_METHODS[name]:
+                return tensor  # the same tensor, as torch returns
+            return self.same_layout_op(tensor, scope, dtype=CAST_METHODS[name] if tensor.dtype else None)
+        if name in ("matmul", "mm", "bmm") and args and isinstance(args[0], TensorFact):
+            return self.matmul(tensor, args[0], scope)
+        if name in REDUCTIONS:
+            return self._reduce(tensor, layout, name, args, kwargs, scope)
+        if name in UNARY_SAME_SHAPE:
+            others = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
+            if others:
+                return self.elementwise([tensor, *others], scope)
+            if any(isinstance(a, (Opaque, SizeValue)) and not (isinstance(a, SizeValue) and a.certain) for a in args):
+                return None  # an operand that may be a tensor of another shape
+            dtype: str | bool | None = True
+            if name in ("eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_not"):
+                dtype = "bool"
+            return self.same_layout_op(tensor, scope, dtype=dtype)
+        return None
+
+    def _int_tuple(self, args: list[Value]) -> tuple[int, ...] | None:
+        items: list[Any]
+        if len(args) == 1 and isinstance(args[0], Const) and isinstance(args[0].value, (tuple, list)):
+            items = list(args[0].value)
+        else:
+            items = [a.value if isinstance(a, Const) else None for a in args]
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in items):
+            return None
+        return tuple(items)
+
+    def _view_or_reshape(
+        self, tensor: TensorFact, layout: Layout, name: str, shape: tuple[Size, ...], scope: Any, flatten: tuple[int, int] | None = None
+    ) -> Value | None:
+        if layout.strides is None:
+            if name == "view":
+                return None
+            new = lay.infer_shape(shape, lay.numel(layout.shape))
+            return self.tensor(Layout(new, None, None), tensor, view_of_input=None, assumes=shape_conditions(tensor.assumes), scope=scope)
+
+        def run(values: dict[int, Size]) -> Any:
+            sub = layout.substitute(values)
+            wanted = tuple(sz.substitute(s, values) if isinstance(s, SymExpr) else s for s in shape)
+            if sub is None or any(w is None for w in wanted):
+                raise Undecided
+            if flatten is not None:
+                out, is_view = lay.flatten(sub, *flatten)
+                return ("view" if is_view else "copy", out)
+            strides = lay.view_strides(sub, lay.infer_shape(wanted, lay.numel(sub.shape)))  # type: ignore[arg-type]
+            if strides is None:
+                return ("raises",)
+            return ("view", Layout(lay.infer_shape(wanted, lay.numel(sub.shape)), strides, sub.offset))  # type: ignore[arg-type]
+
+        outcome = run({})
+        sizes_involved = (*layout.shape, *(s for s in shape if isinstance(s, SymExpr)))
+        flips = flip_conditions(sizes_involved, run, outcome)
+        # `C // n` sizes stand for exact quotients: say so.
+        divides = frozenset(c for c in tensor.assumes if c.kind == "divides")
+        if outcome[0] == "raises":
+            if name == "view":
+                self.interp.symbolic_view_raises(flips | _contiguity_conditions(tensor))
+                return TensorFact(dtype=tensor.dtype, device=tensor.device)
+            new = lay.infer_shape(shape, lay.numel(layout.shape))
+            outcome = ("copy", lay.contiguous(new))
+        if outcome[0] == "view":
+            return self.tensor(outcome[1], tensor, view_of_input=True, assumes=tensor.assumes | flips | divides, scope=scope)
+        result = self.tensor(outcome[1], tensor, view_of_input=False, assumes=shape_conditions(tensor.assumes) | flips, scope=scope)
+        self.interp.symbolic_reshape_copies(name, flips | _contiguity_conditions(tensor))
+        return result
+
+    def _squeeze(self, tensor: TensorFact, layout: Layout, dims: tuple[int, ...] | None, scope: Any) -> Value | None:
+        targets = range(layout.ndim) if dims is None else [d % max(layout.ndim, 1) for d in dims]
+        extra: set[Condition] = set()
+        for d in targets:
+            size = layout.shape[d]
+            if isinstance(size, SymExpr):
+                if len(size.terms) != 1:
+                    return None
+                extra.add(Condition("ne", size, 1, layout_only=False))
+        out = lay.squeeze(layout, dims)
+        return self.tensor(out, tensor, view_of_input=True, assumes=tensor.assumes | frozenset(extra), scope=scope)
+
+    def _split(self, tensor: TensorFact, layout: Layout, name: str, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
+        dim = self._dim_arg(args, kwargs, 1, "dim", 0)
+        if dim is None:
+            return None
+        d = dim % max(layout.ndim, 1)
+        size = layout.shape[d]
+        if name == "unbind":
+            count = size if isinstance(size, int) else None
+            if count is None or count > 64:
+                return None
+            pieces: list[Size] = [1] * count
+        elif name == "chunk":
+            n = args[0] if args else kwargs.get("chunks")
+            if not (isinstance(n, Const) and isinstance(n.value, int)):
+                return None
+            pieces = lay.chunk_sizes(size, n.value)
+        elif name == "split":
+            first = args[0] if args else kwargs.get("split_size_or_sections")
+            each = self.size_of(first)
+            if each is not None:
+                pieces = lay.split_sizes(size, each)
+            elif isinstance(first, (SeqValue, Const)):
+                listed = self.sizes_of([first])
+                if listed is None:
+                    return None
+                pieces = list(listed)
+            else:
+                return None
+        else:
+            return None
+        items: list[Value] = []
+        start: Size = 0
+        for piece in pieces:
+            if name == "unbind":
+                out = lay.select(layout, d, sz.as_int(start) or 0)
+            else:
+                out = lay.narrow(layout, d, start, piece)
+            items.append(self.tensor(out, tensor, view_of_input=True, assumes=tensor.assumes, scope=scope))
+            nxt = sz.add(start, piece)
+            if nxt is None:
+                return None
+            start = nxt
+        return SeqValue(tuple(items))
+
+    def _reduce(self, tensor: TensorFact, layout: Layout, name: str, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
+        dim_value = args[0] if args else kwargs.get("dim")
+        keep = kwargs.get("keepdim", args[1] if len(args) > 1 else Const(False))
+        if not isinstance(keep, Const) or not isinstance(keep.value, bool):
+            return None
+        dims: tuple[int, ...] | None
+        if dim_value is None or (isinstance(dim_value, Const) and dim_value.value is None):
+            if name in ("argmax", "argmin") and keep.value:
+                return None
+            dims = None
+        elif isinstance(dim_value, Const) and isinstance(dim_value.value, int):
+            dims = (dim_value.value,)
+        elif isinstance(dim_value, Const) and isinstance(dim_value.value, (tuple, list)):
+            dims = tuple(dim_value.value)
+        else:
+            return None
+        if name in ("max", "min") and dims is not None:
+            return None  # (values, indices)
+        shape = lay.reduce_shape(layout.shape, dims, keep.value)
+        dtype: str | bool | None = "int64" if name in ("argmax", "argmin") else ("bool" if name in ("all", "any") else True)
+        return self.fresh(shape, tensor, [tensor], scope, dtype=dtype)
+
+    # ------------------------------------------------------------------ several inputs
+    def elementwise(self, tensors: list[TensorFact], scope: Any, dtype: str | bool | None = True) -> TensorFact | None:
+        if any(t.sym is None and t.shape is None for t in tensors):
+            return None
+        shapes = [t.sym.shape if t.sym is not None else t.shape for t in tensors]
+        try:
+            shape = lay.broadcast_shapes(*shapes)
+        except (Undecided, ValueError):
+            return None
+        dense = all(t.contiguous is True for t in tensors)
+        like = next(t for t in tensors if t.sym is not None or t.shape is not None)
+        out = self.fresh(shape, like, tensors, scope, dtype=dtype if dtype is not True else _result_dtype(tensors), contiguous=dense)
+        return out
+
+    def matmul(self, a: TensorFact, b: TensorFact, scope: Any) -> TensorFact | None:
+        sa = a.sym.shape if a.sym is not None else a.shape
+        sb = b.sym.shape if b.sym is not None else b.shape
+        if sa is None or sb is None:
+            return None
+        if sa and sb:
+            self.unify(sa[-1], sb[-2] if len(sb) >= 2 else sb[0])
+            sa = tuple(self.canon(s) for s in sa)
+            sb = tuple(self.canon(s) for s in sb)
+        try:
+            shape = lay.matmul_shape(sa, sb)
+        except (Undecided, ValueError):
+            return None
+        return self.fresh(shape, a, [a, b], scope, dtype=_result_dtype([a, b]))
+
+    def linear(self, x: TensorFact, out_features: Size, inputs: list[TensorFact], scope: Any, in_features: Size | None = None) -> TensorFact | None:
+        if x.sym is None or not x.sym.shape:
+            return None
+        self.unify(x.sym.shape[-1], in_features)
+        shape = tuple(self.canon(s) for s in (*x.sym.shape[:-1], out_features))
+        out = self.fresh(shape, x, inputs, scope)
+        # With a bias, a >2-d input comes back as a view of a 2-d result: storage is new,
+        # whether `_base` is set depends on the bias; say nothing about it.
+        return replace(out, is_view=None) if len(shape) > 2 else out
+
+    # ------------------------------------------------------------------ torch.* / F.*
+    def function(self, leaf: str, args: list[Value], kwargs: dict[str, Value], scope: Any, functional: bool) -> Value | None:
+        try:
+            return self._function(leaf, args, kwargs, scope, functional)
+        except (Undecided, IndexError, ValueError, TypeError):
+            return None
+
+    def _function(self, leaf: str, args: list[Value], kwargs: dict[str, Value], scope: Any, functional: bool) -> Value | None:
+        tensors = [a for a in args if isinstance(a, TensorFact)]
+        first = args[0] if args else None
+        if not isinstance(first, TensorFact) and leaf not in ("cat", "concat", "stack"):
+            return None
+        if leaf == "linear" and len(args) >= 2 and isinstance(args[1], TensorFact):
+            weight = args[1]
+            w_shape = weight.sym.shape if weight.sym is not None else weight.shape
+            if w_shape is None or len(w_shape) != 2 or not isinstance(first, TensorFact):
+                return None
+            return self.linear(first, w_shape[0], [t for t in [*args, *kwargs.values()] if isinstance(t, TensorFact)], scope, w_shape[1])
+        if leaf in ("matmul", "mm", "bmm") and len(tensors) == 2:
+            return self.matmul(tensors[0], tensors[1], scope)
+        if leaf in ("cat", "concat", "stack") and isinstance(first, (SeqValue,)):
+            return self._cat(leaf, first, args, kwargs, scope)
+        if leaf == "scaled_dot_product_attention" and len(tensors) >= 3:
+            q, v = tensors[0], tensors[2]
+            if q.sym is None or v.sym is None:
+                return None
+            shape = (*q.sym.shape[:-1], v.sym.shape[-1])
+            return self.fresh(shape, q, tensors, scope, contiguous=False)
+        assert isinstance(first, TensorFact)
+        if leaf in REDUCTIONS and not functional:
+            return self.method(first, leaf, args[1:], kwargs, scope)
+        if leaf in UNARY_SAME_SHAPE:
+            if first.sym is None:
+                return None
+            if len(tensors) > 1:
+                return self.elementwise(tensors, scope)
+            if any(isinstance(a, (Opaque, SizeValue)) for a in args[1:]):
+                return None
+            contiguous_out = leaf in FRESH_CONTIGUOUS or first.contiguous is True
+            return self.fresh(first.sym.shape, first, [first], scope, contiguous=contiguous_out)
+        if leaf in ("transpose", "permute", "reshape", "flatten", "squeeze", "unsqueeze", "split", "chunk"):
+            return self.method(first, leaf, args[1:], kwargs, scope)
+        return None
+
+    def _cat(self, leaf: str, seq: SeqValue, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
+        items = [i for i in seq.items if isinstance(i, TensorFact)]
+        if len(items) != len(seq.items) or not items or any(i.sym is None and i.shape is None for i in items):
+            return None
+        shapes = [i.sym.shape if i.sym is not None else i.shape for i in items]
+        dim = self._dim_arg(args, kwargs, 1, "dim", 0)
+        if dim is None or len({len(s) for s in shapes}) != 1:
+            return None
+        ndim = len(shapes[0]) + (1 if leaf == "stack" else 0)
+        d = dim % ndim
+        if leaf == "stack":
+            if any(s != shapes[0] for s in shapes):
+                return None
+            shape: tuple[Size, ...] = (*shapes[0][:d], len(items), *shapes[0][d:])
+        else:
+            for s in shapes:
+                if any(s[i] != shapes[0][i] for i in range(len(s)) if i != d):
+                    return None
+            total: Size = 0
+            for s in shapes:
+                nxt = sz.add(total, s[d])
+                if nxt is None:
+                    return None
+                total = nxt
+            shape = (*shapes[0][:d], total, *shapes[0][d + 1 :])
+        dense = all(i.contiguous is True for i in items)
+        return self.fresh(shape, items[0], items, scope, contiguous=dense)
+
+    # ------------------------------------------------------------------ nn modules
+    def module(self, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], scope: Any, path: tuple[str, ...] | None) -> Value | None:
+        try:
+            return self._module(module, args, kwargs, scope, path)
+        except (Undecided, IndexError, ValueError, TypeError):
+            return None
+
+    def _module(self, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], scope: Any, path: tuple[str, ...] | None) -> Value | None:
+        x = args[0] if args else None
+        if not isinstance(x, TensorFact):
+            return None
+        layout = layout_of(x)
+        if layout is None:
+            return None
+        layout = self.canon_layout(layout)
+        x = replace(x, sym=layout)
+        name = module.name
+        grad: bool | None = scope.grad_enabled
+        tensors = [a for a in args if isinstance(a, TensorFact)]
+        if name == "Linear":
+            out_features = self.module_size(module, "out_features", path)
+            if out_features is None:
+                return None
+            out = self.linear(x, out_features, tensors, scope, self.module_size(module, "in_features", path))
+            return None if out is None else replace(out, requires_grad=grad, carries_graph=grad)
+        if name in ("Conv1d", "Conv2d", "Conv3d"):
+            return self._conv(module, x, layout, scope, path, grad)
+        if name == "Embedding":
+            dim = self.module_size(module, "embedding_dim", path)
+            if dim is None:
+                return None
+            out = self.fresh((*layout.shape, dim), x, [x], scope, dtype=None)
+            return replace(out, requires_grad=grad, carries_graph=grad)
+        if name in ACTIVATION_MODULES or name in NORM_MODULES or name == "Identity":
+            if name == "Identity":
+                return x
+            if name == "GLU":
+                return None
+            inplace = module.kwargs.get("inplace")
+            if isinstance(inplace, Const) and inplace.value is True:
+                return x
+            out = self.fresh(layout.shape, x, [x], scope, contiguous=x.contiguous is True)
+            if name in NORM_MODULES or name == "PReLU":
+                out = replace(out, requires_grad=grad if grad is not True else True, carries_graph=grad)
+            return out
+        if name in DROPOUT_MODULES:
+            # Training: a new tensor; eval (or p == 0): the input itself. Which one is unknown.
+            same = Layout(layout.shape, layout.strides if x.contiguous is True else None, layout.offset if x.contiguous is True else None)
+            return self.tensor(same, x, view_of_input=None, assumes=x.assumes, scope=scope)
+        if name == "Flatten":
+            start = module_arg(module, "start_dim")
+            end = module_arg(module, "end_dim")
+            s0 = start.value if isinstance(start, Const) else (1 if start is None else None)
+            e0 = end.value if isinstance(end, Const) else (-1 if end is None else None)
+            if not isinstance(s0, int) or not isinstance(e0, int):
+                return None
+            return self._view_or_reshape(x, layout, "flatten", lay.flatten_shape(layout.shape, s0, e0), scope, flatten=(s0, e0))
+        if name in ("MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d"):
+            return self._pool(module, x, layout, scope)
+        if name in ("AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"):
+            spatial = 1 if name.endswith("1d") else 2
+            size = _int_pair(module_arg(module, "output_size"), None)
+            if size is None or len(layout.shape) < spatial + 1 or any(s is None for s in size):
+                return None
+            sizes = size * spatial if len(size) == 1 else size
+            return self.fresh((*layout.shape[:-spatial], *sizes), x, [x], scope, contiguous=x.contiguous is True)
+        if name in ("LSTM", "GRU", "RNN"):
+            return self._rnn(module, x, layout, scope, path, grad)
+        if name in LOSS_MODULES:
+            reduction = module.kwargs.get("reduction")
+            if reduction is not None and not (isinstance(reduction, Const) and reduction.value == "mean"):
+                return None
+            return self.fresh((), x, tensors, scope)
+        if name == "MultiheadAttention":
+            if layout.ndim != 3:
+                return None
+            embed = self.module_size(module, "embed_dim", path)
+            if embed is None:
+                return None
+            return self.fresh((*layout.shape[:-1], embed), x, tensors, scope, contiguous=False)
+        return None
+
+    def _conv(self, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any, path: tuple[str, ...] | None, grad: bool | None) -> Value | None:
+        spatial = int(module.name[4])
+        if layout.ndim not in (spatial + 1, spatial + 2):
+            return None
+        out_channels = self.module_size(module, "out_channels", path)
+        self.unify(layout.shape[-spatial - 1], self.module_size(module, "in_channels", path))
+        layout = self.canon_layout(layout)
+        kernel = _int_pair(module_arg(module, "kernel_size"), None)
+        stride = _int_pair(module_arg(module, "stride"), (1,))
+        padding = _int_pair(module_arg(module, "padding"), (0,))
+        dilation = _int_pair(module_arg(module, "dilation"), (1,))
+        if out_channels is None or kernel is None or stride is None or padding is None or dilation is None:
+            return None
+
+        def each(t: tuple[int, ...]) -> tuple[int, ...]:
+            return t * spatial if len(t) == 1 else t
+
+        k, st, p, d = each(kernel), each(stride), each(padding), each(dilation)
+        if not all(len(t) == spatial for t in (k, st, p, d)):
+            return None
+        dims = [lay.conv_out(layout.shape[-spatial + i], k[i], st[i], p[i], d[i]) for i in range(spatial)]
+        shape = (*layout.shape[: -spatial - 1], out_channels, *dims)
+        # A channels_last input gives a channels_last output: only a row-major input is sure.
+        out = self.fresh(shape, x, [x], scope, contiguous=x.contiguous is True)
+        return replace(out, requires_grad=grad, carries_graph=grad)
+
+    def _pool(self, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any) -> Value | None:
+        spatial = int(module.name[-2])
+        kernel = _int_pair(module_arg(module, "kernel_size"), None)
+        stride_v = module_arg(module, "stride")
+        stride = kernel if stride_v is None or (isinstance(stride_v, Const) and stride_v.value is None) else _int_pair(stride_v, None)
+        padding = _int_pair(module_arg(module, "padding"), (0,))
+        dilation = _int_pair(module_arg(module, "dilation"), (1,)) if module.name.startswith("Max") else (1,)
+        ceil = module_arg(module, "ceil_mode")
+        if kernel is None or stride is None or padding is None or dilation is None or layout.ndim < spatial + 1:
+            return None
+        if ceil is not None and not (isinstance(ceil, Const) and ceil.value is False):
+            return None
+
+        def each(t: tuple[int, ...]) -> tuple[int, ...]:
+            return t * spatial if len(t) == 1 else t
+
+        k, st, p, d = each(kernel), each(stride), each(padding), each(dilation)
+        dims = [lay.conv_out(layout.shape[-spatial + i], k[i], st[i], p[i], d[i]) for i in range(spatial)]
+        return self.fresh((*layout.shape[:-spatial], *dims), x, [x], scope, contiguous=x.contiguous is True)
+
+    def _rnn(self, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any, path: tuple[str, ...] | None, grad: bool | None) -> Value | None:
+        if layout.ndim != 3:
+            return None
+        hidden = self.module_size(module, "hidden_size", path)
+        layers_v = module_arg(module, "num_layers")
+        batch_first_v = module_arg(module, "batch_first")
+        bidir_v = module_arg(module, "bidirectional")
+        flags = []
+        for value, default in ((batch_first_v, False), (bidir_v, False)):
+            if value is None:
+                flags.append(default)
+            elif isinstance(value, Const) and isinstance(value.value, bool):
+                flags.append(value.value)
+            else:
+                return None
+        batch_first, bidirectional = flags
+        layers = 1 if layers_v is None else self.size_of(layers_v)
+        if hidden is None or layers is None:
+            return None
+        directions = 2 if bidirectional else 1
+        width = sz.mul(hidden, directions)
+        stacked = sz.mul(layers, directions)
+        if width is None or stacked is None:
+            return None
+        if batch_first:
+            batch, steps = layout.shape[0], layout.shape[1]
+            row = sz.mul(batch, width)
+            if row is None:
+                return None
+            # The kernels run time-major: a batch-first output is a transposed (T, B, H) tensor.
+            out_layout = Layout((batch, steps, width), (width, row, 1), 0)
+        else:
+            steps, batch = layout.shape[0], layout.shape[1]
+            out_layout = lay.contiguous((steps, batch, width))
+        out = self.tensor(out_layout, x, view_of_input=False, assumes=shape_conditions(x.assumes), scope=scope, grad=grad)
+        state = self.tensor(lay.contiguous((stacked, batch, hidden)), x, view_of_input=False, assumes=shape_conditions(x.assumes), scope=scope, grad=grad)
+        if module.name == "LSTM":
+            cell = replace(state, storage_key=self.interp.fresh_storage())
+            return SeqValue((out, SeqValue((state, cell))))
+        return SeqValue((out, state))
+
+    # ------------------------------------------------------------------ indexing
+    def index(self, base: TensorFact, items: list[Any], scope: Any) -> TensorFact | None:
+        """Basic indexing (ints, slices, None, ...) of a symbolic tensor: always a view."""
+        layout = layout_of(base)
+        if layout is None:
+            return None
+        bounds: list[Condition] = []
+        try:
+            out = self._index(layout, items, bounds)
+        except (Undecided, IndexError, ValueError, TypeError):
+            return None
+        if out is None:
+            return None
+        return self.tensor(out, base, view_of_input=True, assumes=base.assumes | frozenset(bounds), scope=scope)
+
+    def _index(self, layout: Layout, items: list[Any], bounds: list[Condition]) -> Layout | None:
+        if sum(1 for i in items if i is Ellipsis) > 1:
+            return None
+        used = sum(1 for i in items if i is not None and i is not Ellipsis)
+        if used > layout.ndim:
+            raise IndexError("too many indices")
+        expanded: list[Any] = []
+        for item in items:
+            if item is Ellipsis:
+                expanded.extend([slice(None)] * (layout.ndim - used))
+            else:
+                expanded.append(item)
+        d = 0
+        for item in expanded:
+            if item is None:
+                layout = lay.unsqueeze(layout, d)
+                d += 1
+            elif isinstance(item, int):
+                layout = lay.select(layout, d, item)
+            elif isinstance(item, tuple) and item and item[0] == "slice":
+                _, start, stop, step = item
+                if step is not None and not isinstance(step, int):
+                    return None
+                size = layout.shape[d]
+                if isinstance(size, SymExpr) or isinstance(stop, SymExpr):
+                    # Python clamps slice bounds; the length is exact only within the dim.
+                    if stop is not None and stop != size:
+                        bounds.append(Condition("le", stop, size, layout_only=False))
+                    if isinstance(start, int) and start > 0 and stop is None:
+                        bounds.append(Condition("ge", size, start, layout_only=False))
+                    if isinstance(start, SymExpr):
+                        bounds.append(Condition("le", start, size if stop is None else stop, layout_only=False))
+                layout = lay.slice_dim(layout, d, start, stop, 1 if step is None else step)
+                d += 1
+            else:
+                return None
+        return layout
+
+    def factory(self, name: str, args: list[Value], kwargs: dict[str, Value], like: TensorFact | None) -> tuple[Size, ...] | None:
+        """The shape of `torch.zeros(B, T)` & co. with symbolic sizes, or None."""
+        if name in ("zeros", "ones", "empty", "randn", "rand", "full"):
+            size_args = args[:1] if name == "full" else args
+            if "size" in kwargs:
+                size_args = [kwargs["size"]]
+            if not size_args:
+                return None
+            shape = self.sizes_of(size_args)
+            if shape is None or not any(isinstance(s, SymExpr) for s in shape):
+                return None
+            return shape
+        if name == "arange" and len(args) == 1:
+            n = self.size_of(args[0])
+            return (n,) if isinstance(n, SymExpr) else None
+        return None
+
+
+def layout_of(fact: TensorFact) -> Layout | None:
+    """The symbolic layout of a fact, or its exact one as a `Layout` (ints)."""
+    if fact.sym is not None:
+        return fact.sym  # type: ignore[no-any-return]
+    if fact.shape is not None:
+        return Layout(tuple(fact.shape), tuple(fact.strides) if fact.strides is not None else None, fact.storage_offset)
+    return None
+
+
+def _int_pair(value: Value | None, default: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return default
+    if isinstance(value, Const):
+        v = value.value
+        if isinstance(v, int) and not isinstance(v, bool):
+            return (v,)
+        if isinstance(v, (tuple, list)) and all(isinstance(i, int) for i in v):
+            return tuple(v)
+    return None
+
+
+def _result_dtype(tensors: list[TensorFact]) -> str | None:
+    dtypes = {t.dtype for t in tensors}
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
+def _contiguity_conditions(tensor: TensorFact) -> frozenset[Condition]:
+    return frozenset(c for c in tensor.assumes if c.kind in ("contiguous", "divides"))
+
+
+__all__ = ["SymbolicOps", "divisible", "module_arg"]
