@@ -26,6 +26,7 @@ class Condition:
     # "contiguous": the parameter's storage key and layout, to find a name for it later.
     tensor_key: int | None = None
     tensor_layout: Layout | None = None
+    tensor_name: str | None = None  # the parameter's name, for messages once it is rebound
     # True when only strides/contiguity/view-ness depend on it, not the shape.
     layout_only: bool = True
 
@@ -61,8 +62,8 @@ def flip_conditions(sizes: Iterable[Size], run: Callable[[dict[int, Size]], Any]
             continue
         try:
             flipped = run(values)
-        except Undecided:
-            out.add(not_one(size))
+        except (Undecided, ValueError, TypeError, IndexError):
+            out.add(not_one(size))  # cannot tell what happens at 1: say it is assumed
             continue
         if flipped != substitute_outcome(generic, values):
             out.add(not_one(size))
@@ -70,9 +71,13 @@ def flip_conditions(sizes: Iterable[Size], run: Callable[[dict[int, Size]], Any]
 
 
 def _certainly_not_one(size: SymExpr) -> bool:
-    # A sum like `3 * C` + ... with all positive terms and a constant >= 1 is never 1.
+    # `3 * C` (an integer factor >= 2 of positive atoms) or `T + 1` (all positive, a constant
+    # >= 1 besides) is never 1.
+    if len(size.terms) == 1:
+        m, c = size.terms[0]
+        return c.denominator == 1 and c >= 2 and all(e > 0 for _, e in m)
     constant = dict(size.terms).get((), 0)
-    return all(c > 0 for _, c in size.terms) and constant >= 1 and len(size.terms) > 1
+    return all(c > 0 for _, c in size.terms) and constant >= 1
 
 
 def substitute_outcome(outcome: Any, values: dict[int, Size]) -> Any:

@@ -30,9 +30,11 @@ from stridelens.server.analysis.values import (
     Const,
     FunctionValue,
     GradContext,
+    NUMBER,
     InstanceValue,
     ListOf,
     ModuleValue,
+    Number,
     Opaque,
     SeqValue,
     SizeValue,
@@ -51,6 +53,8 @@ MAX_LITERAL_ELEMENTS = 4096
 _STRIDED_RESULTS = frozenset(
     {"einsum", "broadcast_to", "broadcast_tensors", "meshgrid", "scaled_dot_product_attention", "as_strided", "expand"}
 )
+
+_ROW_MAJOR_RESULTS = frozenset({"matmul", "mm", "bmm", "linear"})
 
 _LIST_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse"})
 
@@ -114,6 +118,7 @@ class Interpreter(SizesMixin):
         self.symops = SymbolicOps(self)
         self._current_node: ast.AST | None = None
         self._keep_alive: list[Any] = []
+        self._opaque_tensors: dict[int, TensorFact] = {}
         self._current_scope: Scope | None = None
         self.replay = replay
         self.deadline = time.monotonic() + budget_s
@@ -229,9 +234,31 @@ class Interpreter(SizesMixin):
         self.eval(stmt.value, scope)
 
     def stmt_Assign(self, stmt: ast.Assign, scope: Scope) -> None:
+        target = stmt.targets[0]
+        if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts):
+            self._rank_from_unpacking(stmt.value, len(target.elts), scope)
         value = self.eval(stmt.value, scope)
         for target in stmt.targets:
             self.bind(target, value, scope)
+
+    def _rank_from_unpacking(self, value: ast.expr, rank: int, scope: Scope) -> None:
+        """`B, C, T = x.shape` says x has 3 dims: give x one size per dim, if it has none."""
+        subject: ast.expr | None = None
+        if isinstance(value, ast.Attribute) and value.attr == "shape":
+            subject = value.value
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size" and not value.args:
+            subject = value.func.value
+        if not isinstance(subject, ast.Name):
+            return
+        fact = scope.lookup(subject.id)
+        if isinstance(fact, TensorFact) and fact.shape is None and fact.sym is None and fact.meta is None:
+            self._rebind_in_place(subject.id, self.with_rank(fact, rank, subject.id), scope)
+
+    def _rebind_in_place(self, name: str, fact: TensorFact, scope: Scope) -> None:
+        holder: Scope | None = scope
+        while holder is not None and name not in holder.env:
+            holder = holder.parent
+        (holder or scope).env[name] = fact
 
     def stmt_AnnAssign(self, stmt: ast.AnnAssign, scope: Scope) -> None:
         if stmt.value is not None:
@@ -258,6 +285,8 @@ class Interpreter(SizesMixin):
                     scope.env[alias.asname] = TorchRef(alias.name)
                 else:
                     scope.env["torch"] = TorchRef("torch")
+            elif alias.name == "math":
+                scope.env[alias.asname or "math"] = TorchRef("math")  # its functions give numbers
             else:
                 scope.env[alias.asname or alias.name.split(".")[0]] = UNKNOWN
 
@@ -267,7 +296,7 @@ class Interpreter(SizesMixin):
             if alias.name == "*":
                 continue
             bound = alias.asname or alias.name
-            if stmt.level == 0 and (module == "torch" or module.startswith("torch.")):
+            if stmt.level == 0 and (module in ("torch", "math") or module.startswith("torch.")):
                 scope.env[bound] = TorchRef(f"{module}.{alias.name}")
             else:
                 scope.env[bound] = UNKNOWN
@@ -556,6 +585,8 @@ class Interpreter(SizesMixin):
                 items = list(value.items)
             elif isinstance(value, ListOf):
                 items = [value.item] * len(target.elts)
+            elif isinstance(value, TensorFact) and not any(isinstance(e, ast.Starred) for e in target.elts):
+                items = self._unpack_tensor(value, len(target.elts), scope)
             elif (
                 isinstance(value, Const)
                 and isinstance(value.value, (tuple, list))
@@ -583,6 +614,25 @@ class Interpreter(SizesMixin):
             self.eval(target.slice, scope)
         elif isinstance(target, ast.Starred):
             self.bind(target.value, UNKNOWN, scope)
+
+    def _unpack_tensor(self, tensor: TensorFact, count: int, scope: Scope) -> list[Value]:
+        """`q, k, v = qkv`: iterating a tensor selects along dim 0."""
+        first = tensor.shape[0] if tensor.shape else (tensor.sym.shape[0] if tensor.sym is not None and tensor.sym.shape else None)
+        if first != count:
+            return [UNKNOWN] * count
+        if tensor.meta is not None and self.replay:
+            try:
+                return [
+                    replace(rp.fact_from_meta(tensor.meta[i], tensor.device), view_of=tensor.view_of)
+                    for i in range(count)
+                ]
+            except Exception:  # noqa: BLE001 - torch said no: nothing known
+                return [UNKNOWN] * count
+        items: list[Value] = []
+        for i in range(count):
+            item = self.symops.index(tensor, [i], scope)
+            items.append(item if item is not None else UNKNOWN)
+        return items
 
     def _claim_storage(self, name: str, fact: TensorFact) -> TensorFact:
         """The first name bound to a storage owns it; later names are views of it."""
@@ -756,6 +806,9 @@ class Interpreter(SizesMixin):
             sized = self.size_binop(op, left, right, node)
             if sized is not None:
                 return sized
+            if _is_number(left) and _is_number(right):
+                atoms = frozenset().union(*(v.atoms for v in (left, right) if isinstance(v, Number)))
+                return Number(atoms) if atoms else NUMBER
         if isinstance(left, TensorFact) or isinstance(right, TensorFact):
             fns: dict[type, Any] = {
                 ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -781,7 +834,7 @@ class Interpreter(SizesMixin):
                         storage_numel=left.storage_numel,
                     )
                 return result
-            return self.tensor_op(fn, [left, right], node, scope, "op")
+            return self.tensor_op(fn, [left, right], node, scope, "matmul" if fn is operator.matmul else "op")
         return UNKNOWN
 
     def expr_Compare(self, node: ast.Compare, scope: Scope) -> Value:
@@ -1001,6 +1054,20 @@ class Interpreter(SizesMixin):
             receiver = self.eval(func.value, scope)
             args, kwargs, exact = self._eval_args(node, scope)
             name = func.attr
+            if (
+                name == "permute"
+                and isinstance(receiver, TensorFact)
+                and receiver.sym is None
+                and receiver.shape is None
+                and receiver.meta is None
+                and node.args
+                and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in node.args)
+            ):
+                # `x.permute(0, 2, 1)` says x has 3 dims.
+                holder = func.value.id if isinstance(func.value, ast.Name) else None
+                receiver = self.with_rank(receiver, len(node.args), holder)
+                if holder is not None:
+                    self._rebind_in_place(holder, receiver, scope)
             if isinstance(receiver, TensorFact) or (
                 receiver is UNKNOWN and name in api.TENSOR_ONLY_METHODS
             ):
@@ -1082,6 +1149,8 @@ class Interpreter(SizesMixin):
     def call_torch(
         self, path: str, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
     ) -> Value:
+        if path.startswith("math."):
+            return self.math_call(path[5:], args)
         if path in api.GRAD_CONTEXTS:
             mode = api.GRAD_CONTEXTS[path]
             if mode is None:
@@ -1247,7 +1316,11 @@ class Interpreter(SizesMixin):
         key = self.fresh_storage()
         if not self.replay and inputs and all(t.storage_key in self.sized_storages for t in inputs):
             self.sized_storages.add(key)
-        dense = bool(inputs) and what not in _STRIDED_RESULTS and all(t.contiguous is True for t in inputs)
+        # matmul & co. lay their result out afresh whatever their inputs' strides (checked
+        # against torch for transposed, broadcast and 1-d operands).
+        dense = bool(inputs) and what not in _STRIDED_RESULTS and (
+            what in _ROW_MAJOR_RESULTS or all(t.contiguous is True for t in inputs)
+        )
         return TensorFact(
             device=inputs[0].device if inputs else None,
             storage_key=key,
@@ -1297,7 +1370,7 @@ class Interpreter(SizesMixin):
                 continue
             if isinstance(operand, Const) and isinstance(operand.value, (int, float, bool)):
                 continue
-            if isinstance(operand, SizeValue) and operand.certain:
+            if isinstance(operand, (SizeValue, Number)) and self.symops.is_number(operand):
                 continue
             return None  # an operand that may be a tensor of some other shape
         if fn is operator.matmul and len(tensors) == 2:
@@ -1599,6 +1672,7 @@ class Interpreter(SizesMixin):
             isinstance(a, (Const, ModuleValue)) or (isinstance(a, TorchRef) and _is_torch_constant(a.path))
             for a in [*args, *kwargs.values()]
         )
+        self.symops.mark_int([*args, *kwargs.values()])
         if not literal:
             # Not built on meta; the arguments still give sizes (`nn.Linear(C, 3 * C)`).
             return ModuleValue(canonical, tuple(args) if exact else (), dict(kwargs) if exact else {}, line=node.lineno, built=False)
@@ -1619,6 +1693,8 @@ class Interpreter(SizesMixin):
     def call_module(
         self, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
     ) -> Value:
+        if args and isinstance(args[0], Opaque) and len(args[0].path) == 1:
+            args = [self.opaque_tensor(args[0]), *args[1:]]  # `self.conv(x)`: x is a tensor
         tensors = [a for a in args if isinstance(a, TensorFact)]
         if not tensors:
             return UNKNOWN
@@ -1626,9 +1702,11 @@ class Interpreter(SizesMixin):
         # Dropout in eval mode and Identity return their input, Linear on a >2-d input a view
         # of a 2-d result: without replay, storage identity and view-ness stay unknown.
         passes_through = module.name in _MAY_RETURN_INPUT
+        dense = all(t.contiguous is True for t in tensors) and module.name not in _MAY_CHANGE_LAYOUT
         symbolic = TensorFact(
             device=tensors[0].device,
-            contiguous=True if all(t.contiguous is True for t in tensors) and module.name not in _MAY_CHANGE_LAYOUT else None,
+            contiguous=True if dense else None,
+            assumes=frozenset().union(*(t.assumes for t in tensors)) if dense else frozenset(),
             storage_key=None if passes_through else self.fresh_storage(),
             is_view=None,
             carries_graph=(True if has_params else tensors[0].carries_graph) if scope.grad_enabled else False,
@@ -1723,6 +1801,12 @@ def _dtype_of(value: Value) -> str | None:
     return None
 
 
+def _is_number(value: Value) -> bool:
+    if isinstance(value, (Number, SizeValue)):
+        return True
+    return isinstance(value, Const) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+
+
 def _covers_its_storage(fact: TensorFact) -> bool:
     """A view that reads every element of its storage (a `.t()` of a whole tensor)."""
     return fact.storage_offset == 0 and fact.numel is not None and fact.numel == fact.storage_numel
@@ -1742,7 +1826,9 @@ def _access_path(node: ast.expr) -> tuple[str, ...] | None:
 # Modules whose forward may return its input itself.
 _MAY_RETURN_INPUT = frozenset({"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity"})
 # Modules whose output layout may differ from their input's (a channels_last conv, an RNN).
-_MAY_CHANGE_LAYOUT = frozenset({"Conv1d", "Conv2d", "Conv3d", "LSTM", "GRU", "RNN", "MultiheadAttention", "Flatten", "Unflatten"})
+# (A conv keeps a row-major input row-major; only a channels_last input, not contiguous
+# itself, gives a channels_last output.)
+_MAY_CHANGE_LAYOUT = frozenset({"LSTM", "GRU", "RNN", "MultiheadAttention", "Flatten", "Unflatten"})
 
 
 def _is_torch_constant(path: str) -> bool:

@@ -272,7 +272,7 @@ def infer_shape(shape: tuple[Size, ...], total: Size) -> tuple[Size, ...]:
         filled = sz.exact_div(total, known)
         if filled is None:
             raise Undecided
-        if isinstance(filled, int) and filled * known != total:
+        if isinstance(filled, SymExpr) and not filled.atoms():
             raise ValueError(f"shape '{list(shape)}' is invalid for input of size {total}")
         out = list(shape)
         out[holes[0]] = filled
@@ -301,21 +301,23 @@ def view_strides(layout: Layout, new: tuple[Size, ...]) -> tuple[Size, ...] | No
     chunk_base: Size = old_strides[-1]
     tensor_numel: Size = 1
     view_numel: Size = 1
+    tensor_dims: list[Size] = []
+    view_dims: list[Size] = []
     for tensor_d in range(len(old) - 1, -1, -1):
         tensor_numel = _need(sz.mul(tensor_numel, old[tensor_d]))
+        tensor_dims.append(old[tensor_d])
         boundary = tensor_d == 0 or (
             not is_one(old[tensor_d - 1])
             and differs(old_strides[tensor_d - 1], _need(sz.mul(tensor_numel, chunk_base)))
         )
         if boundary:
             while view_d >= 0:
-                less = sz.generic_lt(view_numel, tensor_numel)
-                if less is None:
-                    raise Undecided
+                less = _product_lt(view_dims, tensor_dims)
                 if not (less or is_one(new[view_d])):
                     break
                 new_strides[view_d] = _need(sz.mul(view_numel, chunk_base))
                 view_numel = _need(sz.mul(view_numel, new[view_d]))
+                view_dims.append(new[view_d])
                 view_d -= 1
             if view_numel != tensor_numel and differs(view_numel, tensor_numel):
                 return None
@@ -323,9 +325,39 @@ def view_strides(layout: Layout, new: tuple[Size, ...]) -> tuple[Size, ...] | No
                 chunk_base = old_strides[tensor_d - 1]
                 tensor_numel = 1
                 view_numel = 1
+                tensor_dims = []
+                view_dims = []
     if view_d != -1:
         return None
     return tuple(new_strides)
+
+
+def _product_lt(small: list[Size], large: list[Size]) -> bool:
+    """prod(small) < prod(large), for lists of dim sizes (each a size: >= 2 generically).
+
+    Dims equal on both sides cancel; what is left decides: only large dims left means a
+    product of sizes > 1, only small dims left means < 1, both or neither ask the algebra."""
+    rest = list(large)
+    left: list[Size] = []
+    for size in small:
+        if size in rest:
+            rest.remove(size)
+        else:
+            left.append(size)
+    rest = [s for s in rest if not (isinstance(s, int) and s == 1)]
+    left = [s for s in left if not (isinstance(s, int) and s == 1)]
+    if not left and not rest:
+        return False
+    if not left:
+        if all(isinstance(s, SymExpr) or s > 1 for s in rest):
+            return True
+    if not rest:
+        if all(isinstance(s, SymExpr) or s > 1 for s in left):
+            return False
+    less = sz.generic_lt(_need(sz.product(left)), _need(sz.product(rest)))
+    if less is None:
+        raise Undecided
+    return less
 
 
 def view(layout: Layout, shape: tuple[Size, ...]) -> Layout | None:

@@ -124,7 +124,7 @@ class SizeNames:
         if cond.kind == "contiguous":
             if cond.tensor_key is None:
                 return None
-            name = ctx.tensor_name(cond.tensor_key, cond.tensor_layout)
+            name = ctx.tensor_name(cond.tensor_key, cond.tensor_layout) if cond.tensor_layout is not None else None
             return None if name is None else f"{name}.is_contiguous()"
         if cond.a is None or cond.b is None:
             return None

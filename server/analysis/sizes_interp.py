@@ -18,11 +18,13 @@ from stridelens.server.analysis.conditions import Condition, divisible
 from stridelens.server.analysis.facts import ReplayEvent, TensorFact
 from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.naming import NameContext, Path
-from stridelens.server.analysis.sizes import Size
+from stridelens.server.analysis.sizes import Size, SymExpr
 from stridelens.server.analysis.symbolic_ops import module_arg
 from stridelens.server.analysis.values import (
+    NUMBER,
     UNKNOWN,
     Const,
+    Number,
     InstanceValue,
     ModuleValue,
     Opaque,
@@ -37,6 +39,11 @@ if TYPE_CHECKING:
 # `nn` module attributes that are constructor sizes (`self.fc.out_features`).
 MODULE_SIZE_ATTRS = frozenset(
     {"in_features", "out_features", "in_channels", "out_channels", "num_embeddings", "embedding_dim", "hidden_size", "input_size", "embed_dim", "num_heads"}
+)
+
+
+MATH_NUMBER_FUNCTIONS = frozenset(
+    {"sqrt", "log", "log2", "log10", "exp", "pow", "sin", "cos", "tan", "tanh", "atan", "floor", "ceil", "fabs", "isqrt", "gcd", "erf"}
 )
 
 
@@ -112,6 +119,8 @@ class SizesMixin:
         return None
 
     def name_size(self, value: Value, path: Path) -> None:
+        if path[0] == "_" or path[-1] == "_":
+            return  # a throwaway name is no name to show
         if isinstance(value, SizeValue):
             self.names.add_path(value.expr, path)
         elif isinstance(value, Opaque):
@@ -134,9 +143,19 @@ class SizesMixin:
         if isinstance(owner, Opaque):
             return Opaque(owner.root, (*owner.path, attr))
         if isinstance(owner, ModuleValue) and attr in MODULE_SIZE_ATTRS:
-            size = self.symops.module_size(owner, attr, None)
+            size = self.symops.module_size(owner, attr, _path_of(receiver))
             return size_value(size) if size is not None else UNKNOWN
+        if isinstance(owner, ModuleValue) and attr == "weight":
+            weight = self.symops.module_weight(owner, _path_of(receiver))
+            return weight if weight is not None else UNKNOWN
         return UNKNOWN
+
+    def with_rank(self, fact: TensorFact, rank: int, name: str | None) -> TensorFact:
+        """A tensor whose rank the code just stated (`B, C, T = x.shape`, `x.permute(0, 2, 1)`):
+        one size per dim, named `x.shape[i]`; row-major when the tensor is known to be."""
+        shape = tuple(self.names.new_atom((name, "shape", f"[{i}]") if name else None) for i in range(rank))
+        layout = lay.contiguous(shape) if fact.contiguous is True else Layout(shape, None, None)
+        return replace(fact, sym=layout)
 
     # ------------------------------------------------------------------ tensors' sizes
     def shape_value(self, fact: TensorFact) -> Value:
@@ -159,6 +178,12 @@ class SizesMixin:
         if not any(isinstance(v, (SizeValue, Opaque)) for v in (left, right)):
             return None
         a, b = self.symops.size_of(left), self.symops.size_of(right)
+        if isinstance(op, (ast.Pow, ast.Div)) and (a is not None or b is not None):
+            # `(dim // heads) ** -0.5`, `C / 2`: a number, once its opaque parts are ints.
+            other = right if a is not None else left
+            if self.symops.is_number(other) or (isinstance(other, Const) and isinstance(other.value, float)):
+                atoms = frozenset().union(*(x.atoms() for x in (a, b) if isinstance(x, SymExpr)))
+                return Number(atoms)
         if a is None or b is None:
             return UNKNOWN
         certain = all(not isinstance(v, Opaque) and not (isinstance(v, SizeValue) and not v.certain) for v in (left, right))
@@ -176,12 +201,33 @@ class SizesMixin:
                 # `C // n` is tracked as C / n: true when n divides C, as a `view` needs.
                 conditions = conditions | {divisible(a, b)}
         else:
+            # `d ** -0.5`, `C / 2`: a number, not a size (once `d` is known to be an int).
+            if isinstance(op, (ast.Pow, ast.Div, ast.Mod)):
+                atoms = frozenset().union(*(x.atoms() for x in (a, b) if isinstance(x, SymExpr)))
+                return NUMBER if certain else Number(atoms)
             return UNKNOWN
         if result is None:
             return UNKNOWN
         if isinstance(result, int):
             return Const(result)
         return SizeValue(result, certain, conditions)
+
+    def math_call(self, name: str, args: list[Value]) -> Value:
+        """`math.prod(x.shape[1:])` is a size; other `math` functions give numbers."""
+        if name == "prod" and len(args) == 1:
+            items = args[0].items if isinstance(args[0], SeqValue) else None
+            if isinstance(args[0], Const) and isinstance(args[0].value, tuple):
+                items = tuple(Const(v) for v in args[0].value)
+            if items is not None:
+                sizes = [self.symops.size_of(i) for i in items]
+                if all(s is not None for s in sizes):
+                    total = sz.product(sizes)  # type: ignore[arg-type]
+                    if total is not None:
+                        return size_value(total)
+            return UNKNOWN
+        if name in ("pi", "e", "inf", "tau", "nan"):
+            return NUMBER
+        return NUMBER if name in MATH_NUMBER_FUNCTIONS else UNKNOWN
 
     # ------------------------------------------------------------------ parameters
     def tensor_parameter(self, name: str, rank: int) -> TensorFact:
@@ -190,8 +236,19 @@ class SizesMixin:
         shape = tuple(self.names.new_atom((name, "shape", f"[{i}]")) for i in range(rank))
         layout = lay.contiguous(shape)
         key = self.fresh_storage()
-        condition = Condition("contiguous", tensor_key=key, tensor_layout=layout)
+        condition = Condition("contiguous", tensor_key=key, tensor_layout=layout, tensor_name=name)
         return TensorFact(storage_key=key, contiguous=True, sym=layout, assumes=frozenset({condition}))
+
+    def opaque_tensor(self, value: Opaque) -> TensorFact:
+        """A parameter passed to a layer: a tensor of unknown rank, taken as row-major (and
+        saying so wherever that matters)."""
+        found = self._opaque_tensors.get(value.root)
+        if found is None:
+            key = self.fresh_storage()
+            condition = Condition("contiguous", tensor_key=key, tensor_layout=None, tensor_name=value.path[0])
+            found = TensorFact(storage_key=key, contiguous=True, assumes=frozenset({condition}))
+            self._opaque_tensors[value.root] = found
+        return found
 
     # ------------------------------------------------------------------ events
     def symbolic_event(self, kind: str, message: str, conditions: frozenset[Condition]) -> None:
@@ -204,6 +261,8 @@ class SizesMixin:
         cache: dict[Path, Size | None] = {}
         for cond in sorted(conditions, key=lambda c: (c.kind, repr(c.a))):
             text = self.names.render_condition(cond, ctx, cache)
+            if text is None and cond.kind == "contiguous" and cond.tensor_name:
+                text = f"the argument `{cond.tensor_name}` is contiguous"
             if text is None:
                 if cond.kind == "ne":
                     return  # a size we cannot name decides it: say nothing
@@ -216,7 +275,7 @@ class SizesMixin:
         if unless:
             detail += " unless " + " or ".join(f"`{u}`" for u in unless)
         if assumed:
-            detail += " (assuming " + ", ".join(f"`{a}`" for a in assumed) + ")"
+            detail += " (assuming " + ", ".join(a if a.startswith("the ") else f"`{a}`" for a in assumed) + ")"
         line = getattr(node, "lineno", 0)
         col = getattr(node, "col_offset", 0)
         self.events.append(
@@ -228,6 +287,16 @@ class SizesMixin:
 
     def symbolic_reshape_copies(self, name: str, conditions: frozenset[Condition]) -> None:
         self.symbolic_event("reshape-copies", f"`{name}` copies here: its input is not contiguous", conditions)
+
+
+def _path_of(node: ast.expr | None) -> tuple[str, ...] | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return (node.id, *reversed(parts))
 
 
 def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:

@@ -115,6 +115,28 @@ class SymbolicOps:
         # Sizes an op proved equal (`nn.Linear(C, ...)` applied to x: x.shape[-1] == C):
         # atom -> the expression it equals. Every size is read through `canon`.
         self.equal: dict[int, Size] = {}
+        # Atoms of opaque values the code used where only an int goes (a module size, a
+        # `view` argument): arithmetic on them gives numbers, not tensors.
+        self.int_atoms: set[int] = set()
+        self._weights: dict[int, int] = {}
+
+    def mark_int(self, values: list[Value]) -> None:
+        for value in values:
+            size = self.size_of(value) if isinstance(value, (Opaque, SizeValue)) else None
+            if isinstance(size, SymExpr):
+                self.int_atoms |= size.atoms()
+
+    def is_number(self, value: Value) -> bool:
+        """A scalar operand for sure (not a tensor in disguise)."""
+        from stridelens.server.analysis.values import Number
+
+        if isinstance(value, Number):
+            return value.atoms <= self.int_atoms
+        if isinstance(value, SizeValue):
+            return value.certain or value.expr.atoms() <= self.int_atoms
+        if isinstance(value, Const):
+            return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+        return False
 
     # ------------------------------------------------------------------ equal sizes
     def canon(self, x: Size) -> Size:
@@ -190,6 +212,7 @@ class SymbolicOps:
             if size is None:
                 return None
             out.append(size)
+        self.mark_int(items)
         return tuple(out)
 
     def module_size(self, module: ModuleValue, name: str, path: tuple[str, ...] | None) -> Size | None:
@@ -198,10 +221,38 @@ class SymbolicOps:
         value = module_arg(module, name)
         size = self.size_of(value) if value is not None else None
         if size is not None:
+            if path:
+                self.names.add_path(size, (*path, name))  # `self.lin.out_features`
             return size
         if value is None and name not in MODULE_PARAMS.get(module.name, ()):
             return None
         return self.canon(self.names.atom_for(("module", id(module), name), (*path, name) if path else None))
+
+    def module_weight(self, module: ModuleValue, path: tuple[str, ...] | None) -> TensorFact | None:
+        """`self.fc.weight`: a row-major parameter of the module's sizes."""
+        name = module.name
+        shape: tuple[Size | None, ...]
+        if name == "Linear":
+            shape = (self.module_size(module, "out_features", path), self.module_size(module, "in_features", path))
+        elif name == "Embedding":
+            shape = (self.module_size(module, "num_embeddings", path), self.module_size(module, "embedding_dim", path))
+        else:
+            return None
+        if any(s is None for s in shape):
+            return None
+        key = self._weights.get(id(module))
+        if key is None:
+            key = self._weights[id(module)] = self.interp.fresh_storage()
+        layout = lay.contiguous(shape)  # type: ignore[arg-type]
+        return TensorFact(
+            shape=tuple(shape) if all(isinstance(s, int) for s in shape) else None,  # type: ignore[arg-type]
+            contiguous=True,
+            is_view=False,
+            storage_key=key,
+            requires_grad=True,
+            carries_graph=False,
+            sym=layout,
+        )
 
     # ------------------------------------------------------------------ facts
     def grad_of(self, inputs: list[TensorFact], scope: Any) -> bool | None:
@@ -275,16 +326,35 @@ class SymbolicOps:
 
         return False, flip_conditions(layout.shape, run, False)
 
-    def fresh(self, shape: tuple[Size, ...], like: TensorFact, inputs: list[TensorFact], scope: Any, *, dtype: str | bool | None = True, contiguous: bool = True) -> TensorFact:
-        """A new tensor of `shape`: row-major when `contiguous`, else layout unknown."""
+    def fresh(
+        self,
+        shape: tuple[Size, ...],
+        like: TensorFact,
+        inputs: list[TensorFact],
+        scope: Any,
+        *,
+        dtype: str | bool | None = True,
+        contiguous: bool | str = True,
+    ) -> TensorFact:
+        """A new tensor of `shape`. `contiguous`: True, row-major whatever the inputs (matmul,
+        linear); "inherit", row-major when every input is (elementwise ops, norms, a conv),
+        under the inputs' own layout conditions; False, layout unknown."""
+        conditions: frozenset[Condition] = frozenset()
+        for t in inputs:
+            conditions |= shape_conditions(t.assumes)
+        if contiguous == "inherit":
+            dense = all(t.contiguous is True for t in inputs)
+            if dense:
+                for t in inputs:
+                    conditions |= t.assumes
+            contiguous = dense
         layout = lay.contiguous(shape) if contiguous else Layout(shape, None, None)
-        assumes = frozenset().union(*(shape_conditions(t.assumes) for t in inputs)) if inputs else frozenset()
-        return self.tensor(layout, like, view_of_input=False, assumes=assumes, scope=scope, inputs=inputs, dtype=dtype)
+        return self.tensor(layout, like, view_of_input=False, assumes=conditions, scope=scope, inputs=inputs, dtype=dtype)
 
     def same_layout_op(self, tensor: TensorFact, scope: Any, inputs: list[TensorFact] | None = None, dtype: str | bool | None = True) -> TensorFact:
         """An elementwise result of `tensor`'s shape: contiguous when its input is."""
         layout: Layout = tensor.sym
-        return self.fresh(layout.shape, tensor, inputs or [tensor], scope, dtype=dtype, contiguous=tensor.contiguous is True)
+        return self.fresh(layout.shape, tensor, inputs or [tensor], scope, dtype=dtype, contiguous="inherit")
 
     # ------------------------------------------------------------------ methods
     def method(self, tensor: TensorFact, name: str, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
@@ -387,7 +457,7 @@ class SymbolicOps:
             others = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
             if others:
                 return self.elementwise([tensor, *others], scope)
-            if any(isinstance(a, (Opaque, SizeValue)) and not (isinstance(a, SizeValue) and a.certain) for a in args):
+            if any(isinstance(a, (Opaque, SizeValue)) and not self.is_number(a) for a in args):
                 return None  # an operand that may be a tensor of another shape
             dtype: str | bool | None = True
             if name in ("eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_not"):
@@ -405,9 +475,36 @@ class SymbolicOps:
             return None
         return tuple(items)
 
+    def _equal_numel(self, layout: Layout, shape: tuple[Size, ...]) -> tuple[Layout, tuple[Size, ...]]:
+        """`out.view(b, n, self.heads * d)` of a (b, h, n, d) tensor runs only if h == heads:
+        past this line they are one size."""
+        if any(isinstance(s, int) and s == -1 for s in shape):
+            return layout, shape
+        old, new = sz.product(layout.shape), sz.product(shape)
+        if old is None or new is None or old == new:
+            return layout, shape
+        ratio = sz.exact_div(old, new)
+        if isinstance(ratio, SymExpr) and len(ratio.terms) == 1:
+            m, c = ratio.terms[0]
+            ups = [a for a, e in m if e == 1]
+            downs = [a for a, e in m if e == -1]
+            if c == 1 and len(m) == 2 and len(ups) == 1 and len(downs) == 1:
+                self.unify(sz.atom(ups[0]), sz.atom(downs[0]))
+                return self.canon_layout(layout), tuple(self.canon(s) for s in shape)
+        return layout, shape
+
     def _view_or_reshape(
         self, tensor: TensorFact, layout: Layout, name: str, shape: tuple[Size, ...], scope: Any, flatten: tuple[int, int] | None = None
     ) -> Value | None:
+        layout, shape = self._equal_numel(layout, shape)
+        holes = [i for i, s in enumerate(shape) if isinstance(s, int) and s == -1]
+        if holes:
+            known = sz.product(s for i, s in enumerate(shape) if i not in holes)
+            total = sz.product(layout.shape)
+            filled = sz.exact_div(total, known) if total is not None and known is not None else None
+            if isinstance(filled, SymExpr) and any(c.denominator != 1 or any(e < 0 for _, e in m) for m, c in filled.terms):
+                # The `-1` is an exact quotient only if the other sizes divide the numel.
+                tensor = replace(tensor, assumes=tensor.assumes | {divisible(total, known)})  # type: ignore[arg-type]
         if layout.strides is None:
             if name == "view":
                 return None
@@ -531,10 +628,8 @@ class SymbolicOps:
             shape = lay.broadcast_shapes(*shapes)
         except (Undecided, ValueError):
             return None
-        dense = all(t.contiguous is True for t in tensors)
         like = next(t for t in tensors if t.sym is not None or t.shape is not None)
-        out = self.fresh(shape, like, tensors, scope, dtype=dtype if dtype is not True else _result_dtype(tensors), contiguous=dense)
-        return out
+        return self.fresh(shape, like, tensors, scope, dtype=dtype if dtype is not True else _result_dtype(tensors), contiguous="inherit")
 
     def matmul(self, a: TensorFact, b: TensorFact, scope: Any) -> TensorFact | None:
         sa = a.sym.shape if a.sym is not None else a.shape
@@ -599,8 +694,7 @@ class SymbolicOps:
                 return self.elementwise(tensors, scope)
             if any(isinstance(a, (Opaque, SizeValue)) for a in args[1:]):
                 return None
-            contiguous_out = leaf in FRESH_CONTIGUOUS or first.contiguous is True
-            return self.fresh(first.sym.shape, first, [first], scope, contiguous=contiguous_out)
+            return self.fresh(first.sym.shape, first, [first], scope, contiguous=True if leaf in FRESH_CONTIGUOUS else "inherit")
         if leaf in ("transpose", "permute", "reshape", "flatten", "squeeze", "unsqueeze", "split", "chunk"):
             return self.method(first, leaf, args[1:], kwargs, scope)
         return None
@@ -630,8 +724,7 @@ class SymbolicOps:
                     return None
                 total = nxt
             shape = (*shapes[0][:d], total, *shapes[0][d + 1 :])
-        dense = all(i.contiguous is True for i in items)
-        return self.fresh(shape, items[0], items, scope, contiguous=dense)
+        return self.fresh(shape, items[0], items, scope, contiguous="inherit")
 
     # ------------------------------------------------------------------ nn modules
     def module(self, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], scope: Any, path: tuple[str, ...] | None) -> Value | None:
@@ -674,7 +767,7 @@ class SymbolicOps:
             inplace = module.kwargs.get("inplace")
             if isinstance(inplace, Const) and inplace.value is True:
                 return x
-            out = self.fresh(layout.shape, x, [x], scope, contiguous=x.contiguous is True)
+            out = self.fresh(layout.shape, x, [x], scope, contiguous="inherit")
             if name in NORM_MODULES or name == "PReLU":
                 out = replace(out, requires_grad=grad if grad is not True else True, carries_graph=grad)
             return out
@@ -698,7 +791,7 @@ class SymbolicOps:
             if size is None or len(layout.shape) < spatial + 1 or any(s is None for s in size):
                 return None
             sizes = size * spatial if len(size) == 1 else size
-            return self.fresh((*layout.shape[:-spatial], *sizes), x, [x], scope, contiguous=x.contiguous is True)
+            return self.fresh((*layout.shape[:-spatial], *sizes), x, [x], scope, contiguous="inherit")
         if name in ("LSTM", "GRU", "RNN"):
             return self._rnn(module, x, layout, scope, path, grad)
         if name in LOSS_MODULES:
@@ -738,7 +831,7 @@ class SymbolicOps:
         dims = [lay.conv_out(layout.shape[-spatial + i], k[i], st[i], p[i], d[i]) for i in range(spatial)]
         shape = (*layout.shape[: -spatial - 1], out_channels, *dims)
         # A channels_last input gives a channels_last output: only a row-major input is sure.
-        out = self.fresh(shape, x, [x], scope, contiguous=x.contiguous is True)
+        out = self.fresh(shape, x, [x], scope, contiguous="inherit")
         return replace(out, requires_grad=grad, carries_graph=grad)
 
     def _pool(self, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any) -> Value | None:
@@ -759,7 +852,7 @@ class SymbolicOps:
 
         k, st, p, d = each(kernel), each(stride), each(padding), each(dilation)
         dims = [lay.conv_out(layout.shape[-spatial + i], k[i], st[i], p[i], d[i]) for i in range(spatial)]
-        return self.fresh((*layout.shape[:-spatial], *dims), x, [x], scope, contiguous=x.contiguous is True)
+        return self.fresh((*layout.shape[:-spatial], *dims), x, [x], scope, contiguous="inherit")
 
     def _rnn(self, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any, path: tuple[str, ...] | None, grad: bool | None) -> Value | None:
         if layout.ndim != 3:

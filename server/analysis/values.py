@@ -56,6 +56,18 @@ class Opaque:
 
 
 @dataclass(frozen=True)
+class Number:
+    """A Python number whose value is unknown (`math.sqrt(d)`, `1.0 / scale`): a scalar
+    operand, never a tensor. Computed from `atoms` (opaque values such as `dim`), it is a
+    number only once each of them is known to be an int (`SymbolicOps.is_int`)."""
+
+    atoms: frozenset[int] = frozenset()
+
+
+NUMBER = Number()
+
+
+@dataclass(frozen=True)
 class TorchRef:
     """A name bound to something in torch: `torch`, `torch.nn.functional`, `torch.float16`."""
 
@@ -128,7 +140,7 @@ class FunctionValue:
 
 Value = Union[  # noqa: UP007 - a runtime alias mypy must see as a union
     Unknown, Const, TorchRef, GradContext, ModuleValue, SeqValue, ListOf, TensorFact,
-    ClassInfo, InstanceValue, FunctionValue, SizeValue, Opaque,
+    ClassInfo, InstanceValue, FunctionValue, SizeValue, Opaque, Number,
 ]
 
 
