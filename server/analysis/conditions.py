@@ -32,6 +32,14 @@ class Condition:
 
 
 def divisible(a: Size, b: Size) -> Condition:
+    """`a % b == 0`, written with common factors cancelled: `(C * T) % (n * T)` is `C % n`."""
+    q = sz.exact_div(a, b)
+    if isinstance(q, SymExpr) and len(q.terms) == 1:
+        m, c = q.terms[0]
+        num = sz.product([c.numerator, *(sz.atom(x) for x, e in m for _ in range(e) if e > 0)])
+        den = sz.product([c.denominator, *(sz.atom(x) for x, e in m for _ in range(-e) if e < 0)])
+        if num is not None and den is not None:
+            return Condition("divides", num, den, layout_only=False)
     return Condition("divides", a, b, layout_only=False)
 
 
@@ -51,10 +59,15 @@ def flip_conditions(sizes: Iterable[Size], run: Callable[[dict[int, Size]], Any]
     `run({})`, comparable after substitution through `substitute_outcome`."""
     out: set[Condition] = set()
     seen: set[SymExpr] = set()
+    sizes = list(sizes)
+    lone = {a for s in sizes if isinstance(s, SymExpr) for a in _lone_atom(s)}
     for size in sizes:
         if not isinstance(size, SymExpr) or size in seen:
             continue
         seen.add(size)
+        m = size.terms[0][0] if len(size.terms) == 1 else ()
+        if len(m) > 1 and all(e > 0 for _, e in m) and {a for a, _ in m} <= lone:
+            continue  # `h * d == 1` needs h == 1 and d == 1, each already asked
         values = sz.solve_equal_one(size)
         if values is None:
             if not _certainly_not_one(size):
@@ -68,6 +81,12 @@ def flip_conditions(sizes: Iterable[Size], run: Callable[[dict[int, Size]], Any]
         if flipped != substitute_outcome(generic, values):
             out.add(not_one(size))
     return frozenset(out)
+
+
+def _lone_atom(size: SymExpr) -> tuple[int, ...]:
+    if len(size.terms) == 1 and size.terms[0][1] == 1 and len(size.terms[0][0]) == 1 and size.terms[0][0][0][1] == 1:
+        return (size.terms[0][0][0][0],)
+    return ()
 
 
 def _certainly_not_one(size: SymExpr) -> bool:

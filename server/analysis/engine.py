@@ -150,7 +150,7 @@ class Analysis:
         expr = self.segment(node)
         if isinstance(value, TensorFact):
             return Explanation(expr, node, value)
-        if isinstance(value, SeqValue):
+        if isinstance(value, SeqValue) and all(isinstance(v, TensorFact) for v in value.items):
             items = tuple(v if isinstance(v, TensorFact) else None for v in value.items)
             return Explanation(expr, node, None, items)
         if isinstance(value, ListOf) and isinstance(value.item, TensorFact):

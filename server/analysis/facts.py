@@ -148,6 +148,10 @@ class TensorFact:
         return self.contiguous
 
     @property
+    def stated_requires_grad(self) -> bool | None:
+        return None if self.grad_unknown else self.requires_grad
+
+    @property
     def assumes_text(self) -> tuple[str, ...]:
         return self.rendered.assumes if self.rendered is not None else ()
 
@@ -164,7 +168,7 @@ class TensorFact:
             "contiguous": self.stated_contiguous,
             "is_view": self.is_view,
             "view_of": self.view_of,
-            "requires_grad": None if self.grad_unknown else self.requires_grad,
+            "requires_grad": self.stated_requires_grad,
             "notes": self.notes(),
         }
         if self.assumes_text:
@@ -173,6 +177,12 @@ class TensorFact:
 
 
 UNKNOWN = TensorFact()
+
+
+def format_sizes(items: tuple[int | str, ...], pretty: bool = True) -> str:
+    """`(B, T, 3·C)` for hovers and hints (`pretty`), `(B, T, 3 * C)` as Python."""
+    parts = [str(i) if isinstance(i, int) else (i.replace(" * ", "·") if pretty else i) for i in items]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
 @dataclass(frozen=True)

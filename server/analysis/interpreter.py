@@ -25,12 +25,12 @@ from stridelens.server.analysis.naming import SizeNames
 from stridelens.server.analysis.sizes_interp import SizesMixin, SymSlice, infer_parameter_ranks
 from stridelens.server.analysis.symbolic_ops import SymbolicOps
 from stridelens.server.analysis.values import (
+    NUMBER,
     UNKNOWN,
     ClassInfo,
     Const,
     FunctionValue,
     GradContext,
-    NUMBER,
     InstanceValue,
     ListOf,
     ModuleValue,
@@ -925,6 +925,11 @@ class Interpreter(SizesMixin):
     def expr_Subscript(self, node: ast.Subscript, scope: Scope) -> Value:
         base = self.eval(node.value, scope)
         index = self.eval(node.slice, scope)
+        if base is UNKNOWN and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+            # `x.shape[0]` of a tensor whose rank is not known yet: still one size.
+            owner = self.facts.get(node.value.value) if isinstance(node.value.value, ast.expr) else None
+            if isinstance(owner, TensorFact) and owner.shape is None and owner.sym is None:
+                return self.dim_of_unknown_rank(owner, index, node.value)
         if isinstance(base, SeqValue) and isinstance(index, Const) and isinstance(index.value, int):
             try:
                 return base.items[index.value]
@@ -1069,7 +1074,7 @@ class Interpreter(SizesMixin):
                 if holder is not None:
                     self._rebind_in_place(holder, receiver, scope)
             if isinstance(receiver, TensorFact) or (
-                receiver is UNKNOWN and name in api.TENSOR_ONLY_METHODS
+                (receiver is UNKNOWN or isinstance(receiver, Opaque)) and name in api.TENSOR_ONLY_METHODS
             ):
                 tensor = receiver if isinstance(receiver, TensorFact) else TensorFact(storage_key=self.fresh_storage())
                 if not exact:
@@ -1399,6 +1404,8 @@ class Interpreter(SizesMixin):
             if name == "dim":
                 return Const(tensor.sym.ndim)
             return self.dim_size(tensor, args[0]) if args else self.shape_value(tensor)
+        if tensor.shape is None and tensor.sym is None and name == "size" and len(args) == 1:
+            return self.dim_of_unknown_rank(tensor, args[0], node)
         if name in ("size", "dim", "numel", "stride", "storage_offset", "is_contiguous", "element_size"):
             return self._tensor_query(tensor, name, args)
         if name in api.SCALAR_METHODS:

@@ -63,6 +63,9 @@ class SizeNames:
             found = self._memo[key] = self.new_atom(origin)
         return found
 
+    def peek(self, key: tuple[object, ...]) -> SymExpr | None:
+        return self._memo.get(key)
+
     def add_path(self, size: Size, path: Path) -> None:
         if not isinstance(size, SymExpr):
             return
@@ -93,19 +96,26 @@ class SizeNames:
                 cache[path] = ctx.resolve(path)
             return cache[path] == target
 
-        for path in sorted(self.paths.get(size, ()), key=len):
-            if path and valid(path, size):
-                return path_text(path)
+        whole = next(
+            (path_text(p) for p in sorted(self.paths.get(size, ()), key=lambda p: len(path_text(p))) if p and valid(p, size)),
+            None,
+        )
 
         def name_of(atom_id: int) -> str | None:
             target = sz.atom(atom_id)
             origin = self.origins.get(atom_id)
-            for path in sorted([*self.paths.get(target, ()), *([origin] if origin else [])], key=len):
+            candidates = [*self.paths.get(target, ()), *([origin] if origin else [])]
+            for path in sorted(candidates, key=lambda p: len(path_text(p)) if p else 0):
                 if path and valid(path, target):
                     return path_text(path)
             return None
 
-        return sz.render(size, name_of)
+        # The shorter of a name for the whole size (`hs`) and one built from its parts
+        # (`3 * C` rather than `self.c_attn.out_features`).
+        built = sz.render(size, name_of)
+        if whole is None or (built is not None and len(built) <= len(whole)):
+            return built
+        return whole
 
     def render_all(
         self, items: tuple[Size, ...] | None, ctx: NameContext, cache: dict[Path, Size | None]

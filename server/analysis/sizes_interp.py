@@ -24,9 +24,9 @@ from stridelens.server.analysis.values import (
     NUMBER,
     UNKNOWN,
     Const,
-    Number,
     InstanceValue,
     ModuleValue,
+    Number,
     Opaque,
     SeqValue,
     SizeValue,
@@ -70,6 +70,8 @@ class SizesMixin:
     events: list[ReplayEvent]
     _current_node: ast.AST | None
     _current_scope: Scope | None
+    _opaque_tensors: dict[int, TensorFact]
+    _keep_alive: list[Any]
 
     def fresh_storage(self) -> int:  # pragma: no cover - Interpreter defines it
         raise NotImplementedError
@@ -150,10 +152,30 @@ class SizesMixin:
             return weight if weight is not None else UNKNOWN
         return UNKNOWN
 
+    def dim_of_unknown_rank(self, fact: TensorFact, dim: Value, node: ast.AST) -> Value:
+        """`x.size(0)` before anything says how many dims x has: one size, the same one the
+        dim gets once the rank is known (`with_rank`)."""
+        if not (isinstance(dim, Const) and isinstance(dim.value, int)):
+            return UNKNOWN
+        self._keep_alive.append(fact)  # keyed by identity below: keep it alive
+        receiver = node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else getattr(node, "value", None)
+        name = receiver.id if isinstance(receiver, ast.Name) else None
+        index = dim.value
+        origin = (name, "shape", f"[{index}]") if name else None
+        return SizeValue(self.names.atom_for(("dim", id(fact), index), origin))
+
     def with_rank(self, fact: TensorFact, rank: int, name: str | None) -> TensorFact:
         """A tensor whose rank the code just stated (`B, C, T = x.shape`, `x.permute(0, 2, 1)`):
         one size per dim, named `x.shape[i]`; row-major when the tensor is known to be."""
-        shape = tuple(self.names.new_atom((name, "shape", f"[{i}]") if name else None) for i in range(rank))
+
+        def dim_atom(i: int) -> SymExpr:
+            for index in (i, i - rank):
+                found = self.names.peek(("dim", id(fact), index))
+                if found is not None:
+                    return found  # type: ignore[no-any-return]
+            return self.names.new_atom((name, "shape", f"[{i}]") if name else None)  # type: ignore[no-any-return]
+
+        shape = tuple(dim_atom(i) for i in range(rank))
         layout = lay.contiguous(shape) if fact.contiguous is True else Layout(shape, None, None)
         return replace(fact, sym=layout)
 

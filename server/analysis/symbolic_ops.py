@@ -805,7 +805,9 @@ class SymbolicOps:
             embed = self.module_size(module, "embed_dim", path)
             if embed is None:
                 return None
-            return self.fresh((*layout.shape[:-1], embed), x, tensors, scope, contiguous=False)
+            # (attn_output, attn_weights); the output's strides depend on the fast path taken.
+            out = self.fresh((*layout.shape[:-1], embed), x, tensors, scope, contiguous=False)
+            return SeqValue((out, TensorFact(device=x.device)))
         return None
 
     def _conv(self, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any, path: tuple[str, ...] | None, grad: bool | None) -> Value | None:

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from stridelens.server.analysis import Analysis, Explanation, SourceError, analyze_file
+from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.storage_picture import render_storage_window
 
 
@@ -89,14 +90,17 @@ def render_text(spec: str, explanation: Explanation) -> str:
             return str(value)
         return str(value)
 
+    shape, strides = fact.display_shape, fact.display_strides
     rows = [
-        ("shape", show(fact.shape)),
+        ("shape", format_sizes(shape, pretty=False) if shape is not None else "unknown"),
         ("dtype", show(fact.dtype)),
         ("device", show(fact.device)),
-        ("strides", show(fact.strides)),
-        ("storage offset", show(fact.storage_offset)),
-        ("contiguous", show(fact.contiguous)),
+        ("strides", format_sizes(strides, pretty=False) if strides is not None else "unknown"),
+        ("storage offset", show(fact.display_offset)),
+        ("contiguous", show(fact.stated_contiguous)),
     ]
+    if fact.assumes_text:
+        rows.append(("assumes", ", ".join(fact.assumes_text)))
     if fact.view_of:
         rows.append(("view of", f"`{fact.view_of}` (shares its storage)"))
     elif fact.is_view is False:
@@ -106,8 +110,8 @@ def render_text(spec: str, explanation: Explanation) -> str:
         if fact.storage_nbytes is not None:
             size += f", {fact.storage_nbytes:,} bytes"
         rows.append(("storage size", size))
-    rows.append(("requires_grad", show(fact.requires_grad)))
-    if fact.carries_graph:
+    rows.append(("requires_grad", show(fact.stated_requires_grad)))
+    if fact.carries_graph and not fact.grad_unknown:
         rows.append(("autograd", "carries a graph"))
     if fact.detached_from:
         rows.append(("detached from", f"`{fact.detached_from}`"))

@@ -7,6 +7,7 @@ import ast
 from lsprotocol import types
 
 from stridelens.server.analysis import Analysis, Explanation, TensorFact
+from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.storage_picture import render_storage_window
 from stridelens.server.lsp.diagnostics import NOQA
 from stridelens.server.lsp.documents import Encoding
@@ -37,8 +38,9 @@ def fact_lines(fact: TensorFact) -> list[str]:
     """The card's facts as Markdown bullet lines, only what is known."""
     rows: list[str] = []
     head = []
-    if fact.shape is not None:
-        head.append(f"**shape** `{tuple(fact.shape)}`")
+    shape = fact.display_shape
+    if shape is not None:
+        head.append(f"**shape** `{format_sizes(shape)}`")
     if fact.dtype is not None:
         head.append(f"**dtype** `{fact.dtype}`")
     if fact.device is not None:
@@ -46,16 +48,19 @@ def fact_lines(fact: TensorFact) -> list[str]:
     if head:
         rows.append(" · ".join(head))
     layout = []
-    if fact.strides is not None:
-        layout.append(f"**strides** {_tuple(fact.strides)}")
-    if fact.storage_offset is not None:
-        layout.append(f"**storage offset** `{fact.storage_offset}`")
-    if fact.contiguous is not None:
-        layout.append(f"**contiguous** {_yes(fact.contiguous)}")
+    strides, offset, contiguous = fact.display_strides, fact.display_offset, fact.stated_contiguous
+    if strides is not None:
+        layout.append(f"**strides** `{format_sizes(strides)}`")
+    if offset is not None:
+        layout.append(f"**storage offset** `{str(offset).replace(' * ', '·')}`")
+    if contiguous is not None:
+        layout.append(f"**contiguous** {_yes(contiguous)}")
     elif fact.permuted_by:
         layout.append(f"**contiguous** no (dims reordered by `{fact.permuted_by}`)")
     if layout:
         rows.append(" · ".join(layout))
+    if fact.assumes_text:
+        rows.append("**assumes** " + ", ".join(f"`{a}`" for a in fact.assumes_text))
     if fact.view_of:
         rows.append(f"**memory** view of `{fact.view_of}` — shares its storage")
     elif fact.is_view is True:
@@ -70,9 +75,9 @@ def fact_lines(fact: TensorFact) -> list[str]:
             size += f" (this view reads {human_bytes(fact.nbytes)})"
         rows.append(size)
     grad = []
-    if fact.requires_grad is not None:
-        grad.append(f"**requires_grad** {_yes(fact.requires_grad)}")
-    if fact.carries_graph:
+    if fact.stated_requires_grad is not None:
+        grad.append(f"**requires_grad** {_yes(fact.stated_requires_grad)}")
+    if fact.carries_graph and not fact.grad_unknown:
         grad.append("carries an autograd graph")
     if fact.detached_from:
         grad.append(f"detached from `{fact.detached_from}` (shares its storage)")
@@ -100,8 +105,10 @@ def render_card(explanation: Explanation, exact: bool) -> str | None:
     if not rows and not fact.provenance:
         return None
     out += [f"- {row}" for row in rows]
-    if fact.shape is None:
+    if fact.display_shape is None:
         out.append("- sizes unknown here; the facts above hold whatever they are")
+    elif fact.shape is None:
+        out.append("- sizes in your names: these facts hold for every size (see **assumes**)")
     picture = render_storage_window(fact)
     if picture:
         out += ["", "```text", *picture, "```"]

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from lsprotocol import types
 
 from stridelens.server.analysis import Analysis, TensorFact
+from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.values import SeqValue
 from stridelens.server.lsp.documents import Encoding
 
@@ -20,12 +21,13 @@ def label(fact: TensorFact, mode: str) -> str | None:
         marks.append("non-contig")
     if fact.view_of or fact.is_view:
         marks.append(f"view of {fact.view_of}" if fact.view_of else "view")
-    if fact.shape is None and not marks:
-        return None
-    shape = str(tuple(fact.shape)) if fact.shape is not None else "(?)"
-    text = f": {shape}"
-    if mode == "strides" and fact.strides is not None:
-        text += f" strides {tuple(fact.strides)}"
+    shape = fact.display_shape
+    if shape is None:
+        return None  # nothing worth a hint on every line of a forward: quiet
+    text = f": {format_sizes(shape)}"
+    strides = fact.display_strides
+    if mode == "strides" and strides is not None:
+        text += f" strides {format_sizes(strides)}"
     if marks:
         text += " " + " ".join(f"[{m}]" for m in marks)
     return text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from stridelens.server.analysis import Analysis, TensorFact
+from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.values import ModuleValue, TorchRef
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
@@ -44,15 +45,21 @@ def check_view_noncontiguous(analysis: Analysis) -> list[Finding]:
             continue
         receiver = analysis.fact_of(call.func.value)
         layout = ""
-        if receiver is not None and receiver.shape is not None and receiver.strides is not None:
-            layout = f" (shape {tuple(receiver.shape)}, strides {tuple(receiver.strides)})"
+        if receiver is not None and receiver.display_shape is not None and receiver.display_strides is not None:
+            shape = format_sizes(receiver.display_shape, pretty=False)
+            strides = format_sizes(receiver.display_strides, pretty=False)
+            layout = f" (shape {shape}, strides {strides})"
+        # Over symbolic sizes: for which sizes it does not raise, and what it assumed.
+        sizes = f"; this holds for every size{event.detail}" if event.detail else (
+            "; this holds for every size" if receiver is not None and receiver.shape is None else ""
+        )
         fix = Fix(
             "Replace `.view(` with `.reshape(`",
             (replace_range(attr_name_range(analysis, call.func), "reshape"),),
         )
         message = (
             f"`.view()` raises here: `{short(segment(analysis, call.func.value))}` is not contiguous"
-            f"{layout} and this shape cannot be viewed from its strides; use `.reshape()` "
+            f"{layout} and this shape cannot be viewed from its strides{sizes}; use `.reshape()` "
             "(copies) or `.contiguous().view()`"
         )
         out.append(make_finding(analysis, SL101, call_from_attr_range(analysis, call), message, fix))
@@ -69,7 +76,12 @@ SL101 = register(
             what="Flags a `.view(...)` whose input layout (shape and strides) cannot be viewed "
             "to the requested shape. The verdict is torch's own: the op is replayed on a meta "
             "tensor with the exact layout, and the rule fires only when that replay raises. "
-            "Where sizes are unknown the rule stays silent.",
+            "Where the file does not spell out its sizes (`B, T, C = x.shape`, `self.n_head`, "
+            "a layer's output), the verdict comes from a stride algebra over those sizes that "
+            "follows torch's own `view` rule: the rule fires when the view raises for every "
+            "size >= 2, and the message names the sizes that would make it legal (`unless T == "
+            "1`) and what it assumed (a parameter being contiguous). Where even the rank is "
+            "unknown, it stays silent.",
             why="`view` never copies: it needs the new shape to be expressible with strides over "
             "the same memory. After `transpose`/`permute` that is often impossible and the line "
             "raises `RuntimeError: view size is not compatible with input tensor's size and "
@@ -209,9 +221,10 @@ def check_reshape_copies(analysis: Analysis) -> list[Finding]:
             subject = segment(analysis, call.args[0])
         else:
             continue
+        sizes = f" (for every size{event.detail})" if event.detail else ""
         message = (
             f"`reshape` copies {size} here: `{short(subject)}` is not contiguous, so no view is "
-            "possible; make the copy explicit with `.contiguous()`"
+            f"possible{sizes}; make the copy explicit with `.contiguous()`"
         )
         out.append(make_finding(analysis, SL103, where, message, Fix("Make the copy explicit with `.contiguous()`", tuple(edits))))
     return out
