@@ -1,0 +1,3 @@
+"""The verbatim released files under sources/ are data for the oracle, not tests."""
+
+collect_ignore_glob = ["sources/*"]
