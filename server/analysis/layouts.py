@@ -72,7 +72,8 @@ def differs(a: Size, b: Size) -> bool:
     """a != b whenever every size is >= 2 (generic); Undecided when they may be equal.
 
     Decided by bounds: with atoms >= 2, a term with only positive powers is at least
-    c * 2**degree, one with only negative powers lies in (0, c / 2**degree]; if the positive
+    c * 2**degree, one with only negative powers lies in (0, c / 2**degree], one with mixed
+    powers (an exact quotient the code formed) is a size, at least 2c; if the positive
     terms' lower bound exceeds the negative terms' upper bound (or the reverse), the
     difference is never 0."""
     d = sz.sub(a, b)
@@ -111,7 +112,9 @@ def _term_bounds(m: sz.Monomial, c: sz.Fraction) -> tuple[sz.Fraction, sz.Fracti
         return c * 2**degree, c * 2**degree, True
     if all(e < 0 for _, e in m):
         return sz.Fraction(0), c / sz.Fraction(2) ** (-degree), False
-    return sz.Fraction(0), sz.Fraction(0), True
+    # Mixed powers come from the code's own exact quotients (`W // ws`, `C // n_head`):
+    # sizes too, so generically >= 2 like every size (`flip_conditions` asks about 1).
+    return 2 * c, 2 * c, True
 
 
 def _without_common_factor(d: SymExpr) -> Size:
@@ -312,7 +315,7 @@ def view_strides(layout: Layout, new: tuple[Size, ...]) -> tuple[Size, ...] | No
         )
         if boundary:
             while view_d >= 0:
-                less = _product_lt(view_dims, tensor_dims)
+                less = _product_lt(view_dims, tensor_dims, new[: view_d + 1])
                 if not (less or is_one(new[view_d])):
                     break
                 new_strides[view_d] = _need(sz.mul(view_numel, chunk_base))
@@ -332,11 +335,21 @@ def view_strides(layout: Layout, new: tuple[Size, ...]) -> tuple[Size, ...] | No
     return tuple(new_strides)
 
 
-def _product_lt(small: list[Size], large: list[Size]) -> bool:
+def _product_lt(small: list[Size], large: list[Size], upcoming: tuple[Size, ...] = ()) -> bool:
     """prod(small) < prod(large), for lists of dim sizes (each a size: >= 2 generically).
 
     Dims equal on both sides cancel; what is left decides: only large dims left means a
-    product of sizes > 1, only small dims left means < 1, both or neither ask the algebra."""
+    product of sizes > 1, only small dims left means < 1. Otherwise, if the ratio is the
+    product of the next new dims (`upcoming`, innermost last), it is a product of sizes."""
+    ratio = sz.exact_div(_need(sz.product(large)), _need(sz.product(small)))
+    if ratio is not None:
+        if ratio == 1:
+            return False
+        acc: Size = 1
+        for size in reversed(upcoming):
+            acc = _need(sz.mul(acc, size))
+            if acc == ratio:
+                return True
     rest = list(large)
     left: list[Size] = []
     for size in small:

@@ -323,34 +323,49 @@ def _path_of(node: ast.expr | None) -> tuple[str, ...] | None:
 
 def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
     """Ranks of parameters the body states at its top level before rebinding them:
-    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`, `x.dim() == 4` asserts."""
+    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`.
+
+    Two passes so that most functions cost one look at their top-level statements: evidence
+    first; only where there is some, whether the parameter was rebound before it."""
     params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+    if not params:
+        return {}
+    evidence: list[tuple[int, str, int]] = []  # (statement index, parameter, rank)
+    for index, stmt in enumerate(fn.body):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
+            target = stmt.targets[0]
+            subject = _shape_subject(stmt.value)
+            if subject in params and not any(isinstance(e, ast.Starred) for e in target.elts):
+                evidence.append((index, subject, len(target.elts)))
+                continue
+        if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign, ast.AnnAssign)):
+            for node in _walk_no_nested(stmt):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "permute"
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id in params
+                    and node.args
+                    and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in node.args)
+                ):
+                    evidence.append((index, node.func.value.id, len(node.args)))
+    if not evidence:
+        return {}
     ranks: dict[str, int] = {}
     conflicts: set[str] = set()
-    rebound: set[str] = set()
-
-    def note(name: str, rank: int) -> None:
-        if name not in params or name in rebound:
-            return
+    first_store: dict[str, int] = {}
+    last_checked = 0
+    for index, name, rank in sorted(evidence):
+        for i in range(last_checked, index):
+            for stored in _assigned_names(fn.body[i]) & params:
+                first_store.setdefault(stored, i)
+        last_checked = max(last_checked, index)
+        if name in first_store:
+            continue  # rebound before: the evidence is about another value
         if ranks.get(name, rank) != rank:
             conflicts.add(name)
         ranks[name] = rank
-
-    for stmt in fn.body:
-        for node in _walk_no_nested(stmt):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)):
-                target = node.targets[0]
-                if any(isinstance(e, ast.Starred) for e in target.elts):
-                    continue
-                subject = _shape_subject(node.value)
-                if subject is not None:
-                    note(subject, len(target.elts))
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-                if node.func.attr == "permute" and node.args and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in node.args):
-                    count = len(node.args)
-                    note(node.func.value.id, count)
-        for name in _assigned_names(stmt):
-            rebound.add(name)
     return {k: v for k, v in ranks.items() if k not in conflicts and 0 < v <= 8}
 
 

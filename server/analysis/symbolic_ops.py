@@ -390,7 +390,8 @@ class SymbolicOps:
         if name == "flatten":
             start = self._dim_arg(args, kwargs, 0, "start_dim", 0)
             end = self._dim_arg(args, kwargs, 1, "end_dim", -1)
-            assert start is not None and end is not None
+            if start is None or end is None:
+                return None
             return self._view_or_reshape(tensor, layout, "flatten", lay.flatten_shape(layout.shape, start, end), scope, flatten=(start, end))
         if name in ("permute",):
             dims = self._int_tuple(args)
@@ -525,8 +526,11 @@ class SymbolicOps:
             return ("view", Layout(lay.infer_shape(wanted, lay.numel(sub.shape)), strides, sub.offset))  # type: ignore[arg-type]
 
         outcome = run({})
-        sizes_involved = (*layout.shape, *(s for s in shape if isinstance(s, SymExpr)))
-        flips = flip_conditions(sizes_involved, run, outcome)
+        if outcome[0] == "view" and layout.strides == lay.contiguous_strides(layout.shape) and layout.offset == 0:
+            flips: frozenset[Condition] = frozenset()  # a row-major input views as row-major, for every size
+        else:
+            sizes_involved = (*layout.shape, *(s for s in shape if isinstance(s, SymExpr)))
+            flips = flip_conditions(sizes_involved, run, outcome)
         # `C // n` sizes stand for exact quotients: say so.
         divides = frozenset(c for c in tensor.assumes if c.kind == "divides")
         if outcome[0] == "raises":
@@ -684,7 +688,8 @@ class SymbolicOps:
                 return None
             shape = (*q.sym.shape[:-1], v.sym.shape[-1])
             return self.fresh(shape, q, tensors, scope, contiguous=False)
-        assert isinstance(first, TensorFact)
+        if not isinstance(first, TensorFact):
+            return None
         if leaf in REDUCTIONS and not functional:
             return self.method(first, leaf, args[1:], kwargs, scope)
         if leaf in UNARY_SAME_SHAPE:
