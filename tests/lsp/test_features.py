@@ -222,3 +222,42 @@ async def test_plain_text_hover_for_clients_without_markdown() -> None:
         assert "**" not in text and "`" not in text, text
     finally:
         await stop_session(client)
+
+
+FORWARD = '''import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.n_head = n_head
+        self.n_embd = n_embd
+
+    def forward(self, x, mask):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        m = mask + 1
+        return k, m
+'''
+
+
+async def test_symbolic_sizes_in_hover_and_hints_and_quiet_elsewhere(lsp: Session) -> None:
+    uri = "file:///tmp/stridelens-features/block.py"
+    lsp.open(uri, FORWARD)
+    await lsp.wait_analyzed(uri, exact=True)
+    lines = FORWARD.splitlines()
+    k_line = next(i for i, line in enumerate(lines) if line.strip().startswith("k = k.view"))
+    card = (await lsp.hover(uri, k_line, 8)).contents.value
+    # Sizes in the user's names, strides with `·`, and the conditions the layout needs.
+    assert "`(B, self.n_head, T, C // self.n_head)`" in card
+    assert "`(3·C·T, C // self.n_head, 3·C, 1)`" in card
+    assert "**assumes** `C % self.n_head == 0`" in card and "`T != 1`" in card
+    hints = {h.position.line: h.label if isinstance(h.label, str) else "".join(p.value for p in h.label) for h in await lsp.inlay_hints(uri)}
+    assert hints[k_line].startswith(": (B, self.n_head, T, C // self.n_head)") and "non-contig" in hints[k_line]
+    # `mask` has no known rank: no `(?)` hint on its line.
+    m_line = next(i for i, line in enumerate(lines) if line.strip().startswith("m = "))
+    assert m_line not in hints
+    assert all("(?)" not in label for label in hints.values())

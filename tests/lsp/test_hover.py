@@ -70,11 +70,19 @@ async def test_hover_nothing_known_is_quiet(lsp: Session) -> None:
 
 
 async def test_hover_unknown_sizes_shows_what_is_known(lsp: Session) -> None:
-    src = "import torch\n\ndef f(a: torch.Tensor):\n    b = a.permute(0, 2, 1)\n    return b\n"
+    # permute(0, 2, 1) says `a` has 3 dims: its sizes, in a's names; a transpose does not.
+    src = (
+        "import torch\n\ndef f(a: torch.Tensor):\n    b = a.permute(0, 2, 1)\n    return b\n\n"
+        "def g(z: torch.Tensor):\n    w = z.transpose(0, 1)\n    return w\n"
+    )
     lsp.open(URI, src)
     await lsp.wait_analyzed(URI, exact=True)
     card = text(await lsp.hover(URI, 4, 11))
     assert "permute(0, 2, 1)" in card
+    assert "`(a.shape[0], a.shape[2], a.shape[1])`" in card
+    assert "`a.is_contiguous()`" in card  # what the strides stated assume
+    card = text(await lsp.hover(URI, 8, 11))
+    assert "transpose(0, 1)" in card
     assert "sizes unknown" in card
 
 
