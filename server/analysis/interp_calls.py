@@ -1,0 +1,189 @@
+"""The file's own functions and classes: grad modes of decorators, function bodies analysed on
+their own (parameters of known rank get symbolic sizes), calls followed with the caller's
+facts (`call_concrete`), and calls of the file's own nn.Modules.
+
+A mixin of `interpreter.Interpreter`; methods take `self: Interpreter`.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any
+
+from stridelens.server.analysis import torch_api as api
+from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.interp_support import (
+    MAX_CALL_DEPTH,
+    Scope,
+    _call_name,
+)
+from stridelens.server.analysis.interp_sizes import infer_parameter_ranks
+from stridelens.server.analysis.values import (
+    UNKNOWN,
+    ClassInfo,
+    Const,
+    GradContext,
+    InstanceValue,
+    Opaque,
+    SeqValue,
+    TorchRef,
+    Value,
+    join_values,
+)
+
+if TYPE_CHECKING:
+    from stridelens.server.analysis.interpreter import Interpreter
+
+
+class UserCallsMixin:
+    # --------------------------------------------------------------- functions
+    def _annotation_is_tensor(self: Interpreter, annotation: ast.expr | None) -> bool:
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            return annotation.value.split(".")[-1] in ("Tensor", "FloatTensor", "LongTensor")
+        if isinstance(annotation, ast.Subscript):  # jaxtyping: Float[Tensor, "B C"]
+            return self._annotation_is_tensor(annotation.slice) or (
+                isinstance(annotation.slice, ast.Tuple)
+                and any(self._annotation_is_tensor(e) for e in annotation.slice.elts)
+            )
+        name = _call_name(annotation)
+        return name in ("Tensor", "FloatTensor", "LongTensor")
+
+    def _explicit_grad_mode(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> bool | None:
+        """The grad mode a decorator sets (`@torch.no_grad()`), or None: the caller's."""
+        if not fn.decorator_list:
+            return None
+        mode = self._grad_mode_of_decorators(fn, scope, None)
+        return mode
+
+    def _grad_mode_of_decorators(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, default: bool | None = True) -> Any:
+        enabled = default
+        for deco in fn.decorator_list:
+            value = self.eval(deco, scope)
+            if isinstance(value, GradContext):
+                enabled = value.enabled
+            elif isinstance(value, TorchRef) and value.path in api.GRAD_CONTEXTS:
+                mode = api.GRAD_CONTEXTS[value.path]
+                enabled = bool(mode) if mode is not None else enabled
+        return enabled
+
+    def exec_function(
+        self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, parent: Scope, cls: ClassInfo | None
+    ) -> None:
+        explicit = self._explicit_grad_mode(fn, parent)
+        scope = Scope(parent, True if explicit is None else explicit, grad_assumed=explicit is None)
+        args = fn.args
+        positional = [*args.posonlyargs, *args.args]
+        ranks = infer_parameter_ranks(fn)
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults, strict=True))
+        for i, arg in enumerate(positional):
+            if i == 0 and cls is not None and not any(
+                _call_name(d) in ("staticmethod",) for d in fn.decorator_list
+            ):
+                scope.env[arg.arg] = InstanceValue(cls)
+                continue
+            scope.env[arg.arg] = self._param_value(arg, ranks, defaults.get(arg.arg), parent)
+        for arg in args.kwonlyargs:
+            scope.env[arg.arg] = self._param_value(arg, ranks, None, parent)
+        if args.vararg:
+            scope.env[args.vararg.arg] = UNKNOWN
+        if args.kwarg:
+            scope.env[args.kwarg.arg] = UNKNOWN
+        self._claim_parameters(scope)
+        self.exec_block(fn.body, scope)
+
+    def _claim_parameters(self: Interpreter, scope: Scope) -> None:
+        for name, value in scope.env.items():
+            if isinstance(value, TensorFact) and value.storage_key is not None:
+                self.storage_owner.setdefault(value.storage_key, name)
+
+    def call_concrete(
+        self: Interpreter,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        instance: InstanceValue | None,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        scope: Scope,
+        site: ast.AST,
+    ) -> Value | None:
+        """Interpret `fn` for this call (at `site`) when an argument has known sizes, so shapes flow
+        through user functions and `forward` methods. None when not worth it."""
+        if isinstance(fn, ast.AsyncFunctionDef) or fn in self._call_stack or len(self._call_stack) >= MAX_CALL_DEPTH:
+            return None
+        has_params = bool(fn.args.args or fn.args.posonlyargs or fn.args.kwonlyargs or fn.args.vararg)
+        known = any(
+            isinstance(a, TensorFact) and (a.meta is not None or a.sym is not None) for a in [*args, *kwargs.values()]
+        )
+        if not known and ((has_params and instance is None) or len(fn.args.args) > 1):
+            return None
+        if not known and instance is not None and fn.name != "forward":
+            return None
+        root = scope
+        while root.parent is not None:
+            root = root.parent
+        inner = Scope(root, scope.grad_enabled and self._grad_mode_of_decorators(fn, root))
+        spec = fn.args
+        params = [*spec.posonlyargs, *spec.args]
+        if instance is not None and params:
+            inner.env[params[0].arg] = instance
+            params = params[1:]
+        for param in [*params, *spec.kwonlyargs]:
+            inner.env[param.arg] = self._param_value(param)
+        inner.grad_assumed = scope.grad_assumed
+        defaults = spec.defaults
+        for param, default in zip(params[len(params) - len(defaults) :], defaults, strict=True):
+            inner.env[param.arg] = self.eval(default, root)
+        for param, kw_default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
+            if kw_default is not None:
+                inner.env[param.arg] = self.eval(kw_default, root)
+        for param, value in zip(params, args, strict=False):
+            inner.env[param.arg] = value
+        if spec.vararg is not None:
+            inner.env[spec.vararg.arg] = SeqValue(tuple(args[len(params) :]))
+        names = {p.arg for p in [*params, *spec.kwonlyargs]}
+        for name, value in kwargs.items():
+            if name in names:
+                inner.env[name] = value
+        self._claim_parameters(inner)
+        if not self._call_stack:
+            self._outer_site = site
+        self._call_stack.append(fn)
+        self._returns.append([])
+        try:
+            self.exec_block(fn.body, inner)
+        finally:
+            self._call_stack.pop()
+            returned = self._returns.pop()
+        if not returned:
+            return Const(None)
+        result = returned[0]
+        for other in returned[1:]:
+            result = join_values(result, other)
+        return result
+
+    def _param_value(
+        self: Interpreter, arg: ast.arg, ranks: dict[str, int] | None = None, default: ast.expr | None = None, scope: Scope | None = None
+    ) -> Value:
+        rank = (ranks or {}).get(arg.arg)
+        if rank is not None:
+            return self.record(arg, self.tensor_parameter(arg.arg, rank))
+        if self._annotation_is_tensor(arg.annotation):
+            return self.record(arg, TensorFact(storage_key=self.fresh_storage()))
+        # Unknown, but nameable: a size if the body uses it as one (`n_head=12` too: a caller
+        # may pass another value).
+        return Opaque(id(arg), (arg.arg,))
+
+    # nn modules --------------------------------------------------------------
+    def call_user_module(self: Interpreter, instance: InstanceValue, args: list[Value], scope: Scope) -> Value:
+        """`model(x)` of a user nn.Module: a new tensor, carrying a graph when grad is on
+        (its layout would need the forward's body; see notes in the README)."""
+        tensors = [a for a in args if isinstance(a, TensorFact)]
+        if not tensors and args:
+            return UNKNOWN
+        return TensorFact(
+            device=tensors[0].device if tensors else None,
+            storage_key=self.fresh_storage(),
+            is_view=False,
+            carries_graph=bool(scope.grad_enabled),
+        )

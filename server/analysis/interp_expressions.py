@@ -1,0 +1,496 @@
+"""Expressions: names, literals, slices, comprehensions, operators, attributes (`x.shape`,
+`self.n_head`), indexing (basic indexing is always a view), and dispatching calls to
+torch, tensor methods, modules or user code.
+
+A mixin of `interpreter.Interpreter`; methods take `self: Interpreter`.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from stridelens.server.analysis import replay as rp
+from stridelens.server.analysis import torch_api as api
+from stridelens.server.analysis.constfold import NOT_FOLDED, fold_binop, fold_unary
+from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.interp_support import (
+    _LIST_MUTATORS,
+    Scope,
+    _is_number,
+    _source_text,
+)
+from stridelens.server.analysis.interp_sizes import SymSlice
+from stridelens.server.analysis.values import (
+    NUMBER,
+    UNKNOWN,
+    ClassInfo,
+    Const,
+    FunctionValue,
+    InstanceValue,
+    ListOf,
+    ModuleValue,
+    Number,
+    Opaque,
+    SeqValue,
+    TorchRef,
+    Value,
+    forget_layout,
+    join_values,
+)
+
+if TYPE_CHECKING:
+    from stridelens.server.analysis.interpreter import Interpreter
+
+
+class ExpressionsMixin:
+    # ------------------------------------------------------------- expressions
+    def eval(self: Interpreter, node: ast.expr, scope: Scope) -> Value:
+        kind = type(node)
+        if kind is ast.Constant:
+            return Const(node.value)  # type: ignore[attr-defined]
+        handler = self._expr_handlers.get(kind)
+        if handler is None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.eval(child, scope)
+            return UNKNOWN
+        value: Value = handler(self, node, scope)
+        if value is UNKNOWN or type(value) is Const:
+            return value
+        self.record(node, value, scope)
+        return value
+
+    def expr_Constant(self: Interpreter, node: ast.Constant, scope: Scope) -> Value:
+        return Const(node.value)
+
+    def expr_Name(self: Interpreter, node: ast.Name, scope: Scope) -> Value:
+        value = scope.lookup(node.id)
+        if value is None:
+            if node.id in ("True", "False", "None"):
+                return Const({"True": True, "False": False, "None": None}[node.id])
+            return UNKNOWN
+        return value
+
+    def expr_Tuple(self: Interpreter, node: ast.Tuple | ast.List, scope: Scope) -> Value:
+        items = []
+        for elt in node.elts:
+            if isinstance(elt, ast.Starred):
+                self.eval(elt.value, scope)
+                return UNKNOWN
+            items.append(self.eval(elt, scope))
+        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
+        if all(isinstance(i, Const) for i in items):
+            consts = tuple(i.value for i in items if isinstance(i, Const))
+            return Const(consts if kind == "tuple" else list(consts))
+        return SeqValue(tuple(items), kind)
+
+    expr_List = expr_Tuple
+
+    def expr_Slice(self: Interpreter, node: ast.Slice, scope: Scope) -> Value:
+        parts: list[Any] = []
+        symbolic: list[Value] = []
+        for part in (node.lower, node.upper, node.step):
+            if part is None:
+                parts.append(None)
+                symbolic.append(Const(None))
+                continue
+            value = self.eval(part, scope)
+            symbolic.append(value)
+            parts.append(value.value if isinstance(value, Const) else None)
+        if all(isinstance(v, Const) for v in symbolic):
+            return Const(slice(*parts))
+        return SymSlice(*symbolic)
+
+    def expr_IfExp(self: Interpreter, node: ast.IfExp, scope: Scope) -> Value:
+        test = self.eval(node.test, scope)
+        if isinstance(test, Const) and isinstance(test.value, (bool, int)):
+            return self.eval(node.body if test.value else node.orelse, scope)
+        return join_values(self.eval(node.body, scope), self.eval(node.orelse, scope))
+
+    def expr_NamedExpr(self: Interpreter, node: ast.NamedExpr, scope: Scope) -> Value:
+        value = self.eval(node.value, scope)
+        self.bind(node.target, value, scope)
+        return value
+
+    def expr_Lambda(self: Interpreter, node: ast.Lambda, scope: Scope) -> Value:
+        return UNKNOWN
+
+    def expr_ListComp(self: Interpreter, node: ast.ListComp, scope: Scope) -> Value:
+        return self._comprehension(node, scope, [node.elt])
+
+    expr_SetComp = expr_ListComp
+
+    expr_GeneratorExp = expr_ListComp
+
+    def expr_DictComp(self: Interpreter, node: ast.DictComp, scope: Scope) -> Value:
+        self._comprehension(node, scope, [node.key, node.value])
+        return UNKNOWN
+
+    def expr_UnaryOp(self: Interpreter, node: ast.UnaryOp, scope: Scope) -> Value:
+        operand = self.eval(node.operand, scope)
+        if isinstance(operand, Const):
+            folded = fold_unary(node.op, operand.value)
+            return UNKNOWN if folded is NOT_FOLDED else Const(folded)
+        if isinstance(operand, TensorFact) and not isinstance(node.op, ast.Not):
+            fn: Any = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[
+                type(node.op)
+            ]
+            return self.tensor_op(fn, [operand], node, scope, f"unary {type(node.op).__name__}")
+        return UNKNOWN
+
+    def expr_BinOp(self: Interpreter, node: ast.BinOp, scope: Scope) -> Value:
+        left = self.eval(node.left, scope)
+        right = self.eval(node.right, scope)
+        return self.binop(node.op, left, right, node, scope)
+
+    def binop(
+        self: Interpreter, op: ast.operator, left: Value, right: Value, node: ast.AST, scope: Scope, inplace: bool = False
+    ) -> Value:
+        if isinstance(left, Const) and isinstance(right, Const):
+            folded = fold_binop(op, left.value, right.value)
+            return UNKNOWN if folded is NOT_FOLDED else Const(folded)
+        if not isinstance(left, TensorFact) and not isinstance(right, TensorFact):
+            sized = self.size_binop(op, left, right, node)
+            if sized is not None:
+                return sized
+            if _is_number(left) and _is_number(right):
+                atoms = frozenset().union(*(v.atoms for v in (left, right) if isinstance(v, Number)))
+                return Number(atoms) if atoms else NUMBER
+        if isinstance(left, TensorFact) or isinstance(right, TensorFact):
+            fns: dict[type, Any] = {
+                ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+                ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+                ast.Pow: operator.pow, ast.MatMult: operator.matmul, ast.BitAnd: operator.and_,
+                ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+            }  # fmt: skip
+            fn = fns.get(type(op))
+            if fn is None:
+                return TensorFact()
+            if inplace and isinstance(left, TensorFact):
+                # `x += y` writes into x's storage: same tensor, new facts only for grad.
+                result = self.tensor_op(fn, [left, right], node, scope, "op")
+                if isinstance(result, TensorFact) and left.meta is not None and result.meta is not None:
+                    return replace(
+                        result,
+                        storage_key=left.storage_key,
+                        strides=left.strides,
+                        storage_offset=left.storage_offset,
+                        contiguous=left.contiguous,
+                        is_view=left.is_view,
+                        view_of=left.view_of,
+                        storage_numel=left.storage_numel,
+                    )
+                return result
+            return self.tensor_op(fn, [left, right], node, scope, "matmul" if fn is operator.matmul else "op")
+        return UNKNOWN
+
+    def expr_Compare(self: Interpreter, node: ast.Compare, scope: Scope) -> Value:
+        left = self.eval(node.left, scope)
+        rights = [self.eval(c, scope) for c in node.comparators]
+        if len(rights) == 1 and (isinstance(left, TensorFact) or isinstance(rights[0], TensorFact)):
+            fns: dict[type, Any] = {
+                ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+                ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+            }  # fmt: skip
+            fn = fns.get(type(node.ops[0]))
+            if fn is not None:
+                result = self.tensor_op(fn, [left, rights[0]], node, scope, "compare")
+                if isinstance(result, TensorFact):
+                    return replace(result, requires_grad=False, carries_graph=False)
+        return UNKNOWN
+
+    def expr_BoolOp(self: Interpreter, node: ast.BoolOp, scope: Scope) -> Value:
+        for value in node.values:
+            self.eval(value, scope)
+        return UNKNOWN
+
+    def expr_Dict(self: Interpreter, node: ast.Dict, scope: Scope) -> Value:
+        for part in [*node.keys, *node.values]:
+            if part is not None:
+                self.eval(part, scope)
+        return UNKNOWN
+
+    def expr_Starred(self: Interpreter, node: ast.Starred, scope: Scope) -> Value:
+        self.eval(node.value, scope)
+        return UNKNOWN
+
+    def expr_Attribute(self: Interpreter, node: ast.Attribute, scope: Scope) -> Value:
+        owner = self.eval(node.value, scope)
+        attr = node.attr
+        if isinstance(owner, TorchRef):
+            return TorchRef(f"{owner.path}.{attr}")
+        if isinstance(owner, InstanceValue):
+            value = owner.cls.attributes.get(attr)
+            if value is not None and value is not UNKNOWN:
+                if isinstance(node.value, ast.Name):
+                    self.name_size(value, (node.value.id, attr))
+                return value
+            method = owner.cls.methods.get(attr)
+            if method is not None:
+                return FunctionValue(method)
+            value = self.attribute_value(owner, attr, node.value)
+            if isinstance(node.value, ast.Name):
+                self.name_size(value, (node.value.id, attr))
+            return value
+        if isinstance(owner, TensorFact):
+            return self.tensor_attribute(owner, attr, node, scope)
+        if isinstance(owner, (Opaque, ModuleValue)):
+            return self.attribute_value(owner, attr, node.value)
+        return UNKNOWN
+
+    def tensor_attribute(self: Interpreter, tensor: TensorFact, attr: str, node: ast.AST, scope: Scope) -> Value:
+        if attr in ("T", "mT", "H", "mH"):
+            return self.tensor_method(tensor, attr, [], {}, node, scope, as_property=True)
+        if attr == "shape" and tensor.shape is not None:
+            return Const(tuple(tensor.shape))
+        if attr == "ndim" and tensor.shape is not None:
+            return Const(len(tensor.shape))
+        if attr == "shape" and tensor.sym is not None:
+            return self.shape_value(tensor)
+        if attr == "ndim" and tensor.sym is not None:
+            return Const(tensor.sym.ndim)
+        if attr == "dtype" and tensor.dtype is not None:
+            return TorchRef(f"torch.{tensor.dtype}")
+        if attr == "data":
+            # `.data` shares storage and drops the graph, silently.
+            line = getattr(node, "lineno", 0)
+            fact = replace(
+                tensor,
+                requires_grad=False,
+                carries_graph=False,
+                is_view=tensor.is_view if tensor.meta is None else None,
+                meta=tensor.meta.detach() if tensor.meta is not None else None,
+            )
+            if fact.meta is not None:
+                fact = replace(rp.fact_from_meta(fact.meta, tensor.device), storage_key=tensor.storage_key, provenance=tensor.provenance)
+            fact = replace(fact, detached_from=_source_text(node.value) if isinstance(node, ast.Attribute) else None)
+            return fact.with_note("shares storage, no autograd", ".data", line)
+        if attr in ("grad",):
+            return TensorFact(device=tensor.device, dtype=tensor.dtype, shape=tensor.shape)
+        return UNKNOWN
+
+    def expr_Subscript(self: Interpreter, node: ast.Subscript, scope: Scope) -> Value:
+        base = self.eval(node.value, scope)
+        index = self.eval(node.slice, scope)
+        if base is UNKNOWN and isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+            # `x.shape[0]` of a tensor whose rank is not known yet: still one size.
+            owner = self.facts.get(node.value.value) if isinstance(node.value.value, ast.expr) else None
+            if isinstance(owner, TensorFact) and owner.shape is None and owner.sym is None:
+                return self.dim_of_unknown_rank(owner, index, node.value)
+        if isinstance(base, SeqValue) and isinstance(index, Const) and isinstance(index.value, int):
+            try:
+                return base.items[index.value]
+            except IndexError:
+                return UNKNOWN
+        if isinstance(base, ListOf) and isinstance(index, Const) and isinstance(index.value, int):
+            return base.item
+        if isinstance(base, Const) and isinstance(index, Const):
+            try:
+                value = base.value[index.value]
+            except Exception:  # noqa: BLE001
+                return UNKNOWN
+            return Const(value)
+        if isinstance(base, TensorFact):
+            return self.index_tensor(base, index, node, scope)
+        return UNKNOWN
+
+    def index_tensor(self: Interpreter, base: TensorFact, index: Value, node: ast.Subscript, scope: Scope) -> Value:
+        if base.meta is None and base.sym is not None:
+            items = self._symbolic_index_items(index)
+            if items is not None:
+                result = self.symops.index(base, items, scope)
+                if result is not None:
+                    return result
+        basic = self._is_basic_index(index)
+        line = node.lineno
+        try:
+            parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            text = ", ".join(ast.unparse(p) for p in parts)
+        except Exception:  # noqa: BLE001
+            text = "..."
+        result = self.tensor_op(operator.getitem, [base, index], node, scope, f"[{text}]")
+        if isinstance(result, TensorFact) and result.meta is not None and result.storage_key == base.storage_key:
+            changed = result.contiguous is False and base.contiguous is not False
+            kept = base.provenance if result.contiguous is False and base.contiguous is False else ()
+            result = replace(result, provenance=kept, permuted_by=base.permuted_by).with_note(
+                "non-contiguous view" if changed else "view (shares storage)", f"indexing [{text}]", line
+            )
+        if isinstance(result, TensorFact) and result.meta is None and basic:
+            # Basic indexing is always a view, whatever the sizes.
+            return replace(
+                forget_layout(result),
+                is_view=True,
+                storage_key=base.storage_key,
+                view_of=base.view_of,
+                dtype=base.dtype,
+                device=base.device,
+                carries_graph=base.carries_graph,
+                requires_grad=base.requires_grad,
+            ).with_note("view", f"indexing [{text}]", line)
+        return result
+
+    def _symbolic_index_items(self: Interpreter, index: Value) -> list[Any] | None:
+        """Basic index items with sizes: ints, ("slice", start, stop, step), None, Ellipsis."""
+        raw: list[Value]
+        if isinstance(index, Const) and isinstance(index.value, tuple):
+            raw = [Const(v) for v in index.value]
+        elif isinstance(index, SeqValue) and index.kind == "tuple":
+            raw = list(index.items)
+        else:
+            raw = [index]
+        out: list[Any] = []
+        for item in raw:
+            if isinstance(item, Const):
+                v = item.value
+                if v is None or v is Ellipsis or (isinstance(v, int) and not isinstance(v, bool)):
+                    out.append(v)
+                elif isinstance(v, slice):
+                    if not all(p is None or (isinstance(p, int) and not isinstance(p, bool)) for p in (v.start, v.stop, v.step)):
+                        return None
+                    out.append(("slice", v.start, v.stop, v.step))
+                else:
+                    return None
+            elif isinstance(item, SymSlice):
+                parts: list[Any] = []
+                for part in (item.start, item.stop, item.step):
+                    if isinstance(part, Const) and part.value is None:
+                        parts.append(None)
+                        continue
+                    size = self.symops.size_of(part)
+                    if size is None:
+                        return None
+                    parts.append(size)
+                out.append(("slice", *parts))
+            else:
+                return None
+        return out
+
+    @staticmethod
+    def _is_basic_index(index: Value) -> bool:
+        def ok(v: Any) -> bool:
+            return v is None or v is Ellipsis or (isinstance(v, (int, slice)) and not isinstance(v, bool))
+
+        if isinstance(index, Const):
+            value = index.value
+            if isinstance(value, tuple):
+                return all(ok(v) for v in value)
+            return ok(value)
+        if isinstance(index, SymSlice):
+            return True
+        if isinstance(index, SeqValue) and index.kind == "tuple":
+            return all(isinstance(i, SymSlice) or (isinstance(i, Const) and ok(i.value)) for i in index.items)
+        return False
+
+    # -------------------------------------------------------------------- calls
+    def _eval_args(self: Interpreter, node: ast.Call, scope: Scope) -> tuple[list[Value], dict[str, Value], bool]:
+        args: list[Value] = []
+        kwargs: dict[str, Value] = {}
+        exact = True
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                self.eval(a.value, scope)
+                exact = False
+                continue
+            args.append(self.eval(a, scope))
+        for kw in node.keywords:
+            value = self.eval(kw.value, scope)
+            if kw.arg is None:
+                exact = False
+            else:
+                kwargs[kw.arg] = value
+        return args, kwargs, exact
+
+    def expr_Call(self: Interpreter, node: ast.Call, scope: Scope) -> Value:
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            receiver = self.eval(func.value, scope)
+            args, kwargs, exact = self._eval_args(node, scope)
+            name = func.attr
+            if (
+                name == "permute"
+                and isinstance(receiver, TensorFact)
+                and receiver.sym is None
+                and receiver.shape is None
+                and receiver.meta is None
+                and node.args
+                and all(isinstance(a, ast.Constant) and isinstance(a.value, int) for a in node.args)
+            ):
+                # `x.permute(0, 2, 1)` says x has 3 dims.
+                holder = func.value.id if isinstance(func.value, ast.Name) else None
+                receiver = self.with_rank(receiver, len(node.args), holder)
+                if holder is not None:
+                    self._rebind_in_place(holder, receiver, scope)
+            if isinstance(receiver, TensorFact) or (
+                (receiver is UNKNOWN or isinstance(receiver, Opaque)) and name in api.TENSOR_ONLY_METHODS
+            ):
+                tensor = receiver if isinstance(receiver, TensorFact) else TensorFact(storage_key=self.fresh_storage())
+                if not exact:
+                    return self._unknown_result(tensor, name)
+                result = self.tensor_method(tensor, name, args, kwargs, node, scope)
+                if name in ("detach", "detach_") and isinstance(result, TensorFact):
+                    result = replace(result, detached_from=_source_text(func.value))
+                return result
+            if isinstance(receiver, TorchRef):
+                self.record(func, TorchRef(f"{receiver.path}.{name}"))
+                return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
+            if isinstance(receiver, ModuleValue):
+                return self.module_method(receiver, name, args, kwargs)
+            if name in _LIST_MUTATORS and isinstance(func.value, ast.Name) and isinstance(receiver, (Const, SeqValue)):
+                # `sizes.append(4)`: the literal bound to `sizes` is no longer what it holds.
+                scope.env[func.value.id] = UNKNOWN
+            if isinstance(receiver, InstanceValue):
+                callee = receiver.cls.attributes.get(name)
+                if callee is not None:
+                    self.record(func, callee)
+                if isinstance(callee, ModuleValue):
+                    return self.call_module(callee, args, kwargs, exact, node, scope)
+                if name in ("eval", "train", "to", "cuda", "cpu", "requires_grad_"):
+                    return receiver
+                method = receiver.cls.methods.get(name)
+                if method is not None and exact:
+                    result = self.call_concrete(method, receiver, args, kwargs, scope, node)
+                    return UNKNOWN if result is None else result
+                return UNKNOWN
+            return UNKNOWN
+        callee = self.eval(func, scope)
+        args, kwargs, exact = self._eval_args(node, scope)
+        if isinstance(callee, TorchRef):
+            return self.call_torch(callee.path, args, kwargs, exact, node, scope)
+        if isinstance(callee, ModuleValue):
+            return self.call_module(callee, args, kwargs, exact, node, scope)
+        if isinstance(callee, ClassInfo):
+            return InstanceValue(callee)
+        if isinstance(callee, FunctionValue) and exact:
+            result = self.call_concrete(callee.node, None, args, kwargs, scope, node)
+            return UNKNOWN if result is None else result
+        if isinstance(callee, InstanceValue) and callee.cls.is_module:
+            forward = callee.cls.methods.get("forward")
+            if forward is not None and exact:
+                result = self.call_concrete(forward, callee, args, kwargs, scope, node)
+                if result is not None:
+                    return result
+            return self.call_user_module(callee, args, scope)
+        if isinstance(func, ast.Name) and callee is UNKNOWN and scope.lookup(func.id) is None:
+            return self.call_builtin(func.id, args)
+        return UNKNOWN
+
+    def call_builtin(self: Interpreter, name: str, args: list[Value]) -> Value:
+        if name == "len" and len(args) == 1:
+            arg = args[0]
+            if isinstance(arg, TensorFact) and arg.shape:
+                return Const(arg.shape[0])
+            if isinstance(arg, TensorFact) and arg.sym is not None and arg.sym.shape:
+                return self.dim_size(arg, Const(0))
+            if isinstance(arg, SeqValue):
+                return Const(len(arg.items))
+            if isinstance(arg, Const) and isinstance(arg.value, (tuple, list, str)):
+                return Const(len(arg.value))
+        if name in ("int", "tuple", "list") and len(args) == 1 and isinstance(args[0], Const):
+            try:
+                return Const({"int": int, "tuple": tuple, "list": list}[name](args[0].value))
+            except Exception:  # noqa: BLE001
+                return UNKNOWN
+        return UNKNOWN

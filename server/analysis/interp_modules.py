@@ -1,0 +1,136 @@
+"""nn modules: building them from literal (or symbolic) arguments, their methods (`eval`,
+`train`, `to`), and calling them: replayed on meta when sizes are known, else their output
+from the layer type and the symbolic sizes (`symbolic_ops.SymbolicOps.module`).
+
+A mixin of `interpreter.Interpreter`; methods take `self: Interpreter`.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from stridelens.server.analysis import replay as rp
+from stridelens.server.analysis import torch_api as api
+from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.interp_support import (
+    _MAY_CHANGE_LAYOUT,
+    _MAY_RETURN_INPUT,
+    _PARAMETERLESS,
+    Scope,
+    _access_path,
+    _first_line,
+    _is_torch_constant,
+)
+from stridelens.server.analysis.values import (
+    UNKNOWN,
+    Const,
+    ModuleValue,
+    Opaque,
+    TorchRef,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from stridelens.server.analysis.interpreter import Interpreter
+
+
+class ModulesMixin:
+    def make_module(
+        self: Interpreter, path: str, leaf: str, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call
+    ) -> Value:
+        canonical = f"torch.nn.{leaf}"
+        literal = exact and all(
+            isinstance(a, (Const, ModuleValue)) or (isinstance(a, TorchRef) and _is_torch_constant(a.path))
+            for a in [*args, *kwargs.values()]
+        )
+        self.symops.mark_int([*args, *kwargs.values()])
+        if not literal:
+            # Not built on meta; the arguments still give sizes (`nn.Linear(C, 3 * C)`).
+            return ModuleValue(canonical, tuple(args) if exact else (), dict(kwargs) if exact else {}, line=node.lineno, built=False)
+        return ModuleValue(canonical, tuple(args), dict(kwargs), line=node.lineno)
+
+    def module_method(self: Interpreter, module: ModuleValue, name: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if name in ("eval", "train", "to", "cuda", "cpu", "float", "half", "double", "requires_grad_"):
+            if name in ("eval", "train"):
+                training = name == "train"
+                if args and isinstance(args[0], Const):
+                    training = bool(args[0].value) if name == "train" else training
+                module.training = training
+                if module.built not in (None, False):
+                    module.built.train(training)
+            return module
+        return UNKNOWN
+
+    def call_module(
+        self: Interpreter, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
+    ) -> Value:
+        if args and isinstance(args[0], Opaque) and len(args[0].path) == 1:
+            args = [self.opaque_tensor(args[0]), *args[1:]]  # `self.conv(x)`: x is a tensor
+        tensors = [a for a in args if isinstance(a, TensorFact)]
+        if not tensors:
+            return UNKNOWN
+        has_params = module.name not in _PARAMETERLESS
+        # Dropout in eval mode and Identity return their input, Linear on a >2-d input a view
+        # of a 2-d result: without replay, storage identity and view-ness stay unknown.
+        passes_through = module.name in _MAY_RETURN_INPUT
+        dense = all(t.contiguous is True for t in tensors) and module.name not in _MAY_CHANGE_LAYOUT
+        symbolic = TensorFact(
+            device=tensors[0].device,
+            contiguous=True if dense else None,
+            assumes=frozenset().union(*(t.assumes for t in tensors)) if dense else frozenset(),
+            storage_key=None if passes_through else self.fresh_storage(),
+            is_view=None,
+            carries_graph=(True if has_params else tensors[0].carries_graph) if scope.grad_enabled else False,
+            requires_grad=(True if has_params else tensors[0].requires_grad) if scope.grad_enabled else False,
+        )
+        if module.built is False or not exact or not self.replay or any(t.meta is None for t in tensors):
+            if exact:
+                self._current_node, self._current_scope = node, scope
+                sym = self._symbolic_module(module, args, kwargs, node, scope)
+                if sym is not None:
+                    return sym
+            if module.built is not False and all(t.storage_key in self.sized_storages for t in tensors):
+                self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
+            return symbolic
+        try:
+            torch = self._torch()
+            built = rp.build_module(module)
+            call_args = [rp.to_torch(a) for a in args]
+            call_kwargs = {k: rp.to_torch(v) for k, v in kwargs.items()}
+            with torch.set_grad_enabled(scope.grad_enabled):
+                if module.name in api.CONV_MODULES and not call_args[0].is_contiguous() and built.padding_mode == "zeros":
+                    fn = getattr(torch.nn.functional, module.name.lower())
+                    out = rp.conv_with_device_layout(
+                        lambda x, w, b: fn(x, w, b, built.stride, built.padding, built.dilation, built.groups),
+                        [call_args[0], built.weight, built.bias],
+                        {},
+                    )
+                else:
+                    key = ("module", module.path, repr(module.args), repr(module.kwargs), module.training)
+                    out = rp.cached_call(key, call_args, call_kwargs, lambda: built(*call_args, **call_kwargs))
+        except rp.CannotReplay:
+            return symbolic
+        except Exception as err:  # noqa: BLE001
+            module.built = None if module.built is None else module.built
+            self._event("replay-error", node, f"{module.name}: {_first_line(err)}")
+            return symbolic
+        result = self._from_output(out, tensors[0], node, module.name)
+        if isinstance(result, TensorFact):
+            result = result.with_note("new tensor", f"{module.name} forward", node.lineno)
+        return result
+
+    def _symbolic_module(
+        self: Interpreter, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope
+    ) -> Value | None:
+        if module.name == "Sequential":
+            value: Value = args[0] if args else UNKNOWN
+            for child in module.args:
+                if not isinstance(child, ModuleValue) or not isinstance(value, TensorFact):
+                    return None
+                out = self.symops.module(child, [value], {}, scope, None)
+                if out is None:
+                    return None
+                value = out
+            return value
+        return self.symops.module(module, args, kwargs, scope, _access_path(node.func))

@@ -1,0 +1,561 @@
+"""Torch calls and replay: factories, `torch.*` / `F.*` functions, operators on tensors and
+tensor methods. This is where `view` is decided: `tensor_method` replays it on meta tensors
+when sizes are known (`_replay_method`) and asks the stride algebra over symbolic sizes
+otherwise (`symbolic_ops.SymbolicOps.method`).
+
+A mixin of `interpreter.Interpreter`; methods take `self: Interpreter`.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from stridelens.server.analysis import layouts as lay
+from stridelens.server.analysis import replay as rp
+from stridelens.server.analysis import torch_api as api
+from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.interp_support import (
+    _ROW_MAJOR_RESULTS,
+    _STRIDED_RESULTS,
+    MAX_LITERAL_ELEMENTS,
+    MAX_PROVENANCE,
+    Scope,
+    _dtype_of,
+    _first_line,
+    _format_args,
+    _is_torch_constant,
+    _literal_size,
+    format_bytes,
+    to_value,
+)
+from stridelens.server.analysis.values import (
+    UNKNOWN,
+    Const,
+    GradContext,
+    ListOf,
+    Number,
+    SeqValue,
+    SizeValue,
+    TorchRef,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from stridelens.server.analysis.interpreter import Interpreter
+
+
+class TorchCallsMixin:
+    def _unknown_result(self: Interpreter, tensor: TensorFact, name: str) -> Value:
+        if name in api.SCALAR_METHODS:
+            return UNKNOWN
+        return TensorFact(device=tensor.device)
+
+    # torch.xxx(...) ------------------------------------------------------------
+    def call_torch(
+        self: Interpreter, path: str, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
+    ) -> Value:
+        if path.startswith("math."):
+            return self.math_call(path[5:], args)
+        if path in api.GRAD_CONTEXTS:
+            mode = api.GRAD_CONTEXTS[path]
+            if mode is None:
+                flag = args[0] if args else kwargs.get("mode")
+                if isinstance(flag, Const) and isinstance(flag.value, bool):
+                    return GradContext(flag.value, path)
+                return UNKNOWN
+            if path == "torch.inference_mode":
+                flag = args[0] if args else kwargs.get("mode", Const(True))
+                if isinstance(flag, Const) and flag.value is False:
+                    return GradContext(True, path)
+            return GradContext(mode, path)
+        if path == "torch.device" and args and isinstance(args[0], Const):
+            return Const(str(args[0].value))
+        if path == "torch.Size" and args and isinstance(args[0], Const):
+            return Const(tuple(args[0].value)) if isinstance(args[0].value, (tuple, list)) else UNKNOWN
+        prefix, _, leaf = path.rpartition(".")
+        if prefix in ("torch.nn", "torch.nn.modules") and leaf in api.NN_MODULES:
+            return self.make_module(path, leaf, args, kwargs, exact, node)
+        if prefix == "torch.nn" and leaf == "Parameter":
+            if args and isinstance(args[0], TensorFact):
+                tensor = args[0]
+                meta = tensor.meta
+                if meta is not None:
+                    grad = kwargs.get("requires_grad", Const(True))
+                    try:
+                        param = self._torch().nn.Parameter(meta, requires_grad=bool(to_value(grad)))
+                        return replace(rp.fact_from_meta(param, tensor.device), storage_key=tensor.storage_key, view_of=tensor.view_of)
+                    except Exception:  # noqa: BLE001
+                        pass
+                # A Parameter is the same storage and layout, as a leaf that requires grad.
+                return replace(tensor, requires_grad=True, carries_graph=False, is_view=False, meta=None)
+            return TensorFact(requires_grad=True, carries_graph=False)
+        if not exact:
+            return self._opaque_result(args, kwargs, scope)
+        if prefix == "torch" and leaf in api.FACTORIES:
+            return self.factory(leaf, args, kwargs, node, scope)
+        if prefix == "torch" and leaf in api.TORCH_FUNCTIONS:
+            if leaf in api.VIEW_METHODS | api.MAYBE_COPY | {"clone"} and args and isinstance(args[0], TensorFact):
+                # torch.transpose(x, ...) is x.transpose(...): one code path for both.
+                return self.tensor_method(args[0], leaf, args[1:], kwargs, node, scope)
+            return self.torch_function(path, leaf, args, kwargs, node, scope, functional=False)
+        if prefix in ("torch.nn.functional", "torch.functional") and leaf in api.FUNCTIONAL:
+            return self.torch_function(path, leaf, args, kwargs, node, scope, functional=True)
+        return self._opaque_result(args, kwargs, scope) if prefix.startswith("torch") and leaf[:1].islower() and any(isinstance(a, TensorFact) for a in args) else UNKNOWN
+
+    def _opaque_result(self: Interpreter, args: list[Value], kwargs: dict[str, Value], scope: Scope) -> Value:
+        tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
+        if not tensors:
+            return UNKNOWN
+        return TensorFact(
+            storage_key=self.fresh_storage(),
+            device=tensors[0].device,
+            carries_graph=True if scope.grad_enabled and any(t.carries_graph for t in tensors) else None,
+        )
+
+    def factory(self: Interpreter, name: str, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope) -> Value:
+        device_value = kwargs.get("device")
+        device: str | None = "cpu"
+        if device_value is not None:
+            device = str(device_value.value).split(":")[0] if isinstance(device_value, Const) and device_value.value is not None else None
+        if name.endswith("_like") and args and isinstance(args[0], TensorFact) and device_value is None:
+            device = args[0].device
+        requires_grad = kwargs.get("requires_grad")
+        # A new tensor from a factory is contiguous whatever its sizes (`*_like` keeps its
+        # input's layout, `empty_strided` takes any, `as_tensor` may return its input).
+        fresh_layout = not (
+            name == "empty_strided"
+            or name.endswith("_like")
+            or (name == "as_tensor" and args and not isinstance(args[0], (Const, SeqValue)))
+        )
+        symbolic = TensorFact(
+            storage_key=self.fresh_storage(),
+            device=device,
+            is_view=False,
+            contiguous=True if fresh_layout else None,
+            requires_grad=to_value(requires_grad) if isinstance(requires_grad, Const) else (False if requires_grad is None else None),
+            carries_graph=False,
+        )
+        if name in ("tensor", "as_tensor") and args:
+            data = args[0]
+            if not isinstance(data, Const) or _literal_size(data.value) > MAX_LITERAL_ELEMENTS:
+                return symbolic
+        sym_shape = self.symops.factory(name, args, kwargs, None)
+        if sym_shape is not None:
+            dtype = kwargs.get("dtype")
+            dtype_name = _dtype_of(dtype) if dtype is not None else ("int64" if name == "arange" else ("float32" if name != "full" else None))
+            return replace(symbolic, sym=lay.contiguous(sym_shape), dtype=dtype_name, assumes=self.symops.conditions_of([*args, *kwargs.values()]))
+        if not self.replay:
+            if all(self._sized(v) for v in [*args, *kwargs.values()]):
+                self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
+            return symbolic
+        try:
+            torch = self._torch()
+            call_kwargs = {k: rp.to_torch(v) for k, v in kwargs.items()}
+            call_args = [rp.to_torch(a) for a in args]
+            call_kwargs["device"] = "meta"
+            with torch.set_grad_enabled(scope.grad_enabled):
+                meta = getattr(torch, name)(*call_args, **call_kwargs)
+        except rp.CannotReplay:
+            return symbolic
+        except Exception as err:  # noqa: BLE001 - torch says these args are invalid
+            self._event("replay-error", node, f"torch.{name}: {_first_line(err)}")
+            return symbolic
+        if not rp.is_meta_tensor(meta):
+            return UNKNOWN
+        return rp.fact_from_meta(meta, device)
+
+    def _sized(self: Interpreter, value: Value) -> bool:
+        """Would replay know this argument? (Only asked in the symbolic pass.)"""
+        if isinstance(value, Const):
+            return True
+        if isinstance(value, TorchRef):
+            return _is_torch_constant(value.path)
+        if isinstance(value, TensorFact):
+            return value.storage_key in self.sized_storages
+        if isinstance(value, SeqValue):
+            return all(self._sized(v) for v in value.items)
+        return False
+
+    def torch_function(
+        self: Interpreter, path: str, leaf: str, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope, *, functional: bool
+    ) -> Value:
+        tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
+        seqs = [a for a in args if isinstance(a, (SeqValue, ListOf))]
+        for seq in seqs:
+            items = seq.items if isinstance(seq, SeqValue) else (seq.item,)
+            tensors.extend(i for i in items if isinstance(i, TensorFact))
+        if not tensors:
+            return UNKNOWN
+        try:
+            torch = self._torch()
+            fn = getattr(torch.nn.functional if functional else torch, leaf)
+            call_args = [rp.to_torch(a) for a in args]
+            call_kwargs = {k: rp.to_torch(v) for k, v in kwargs.items()}
+            with torch.set_grad_enabled(scope.grad_enabled):
+                if leaf in api.CONV_FUNCTIONS and any(
+                    isinstance(a, torch.Tensor) and not a.is_contiguous() for a in call_args
+                ):
+                    out = rp.conv_with_device_layout(fn, call_args, call_kwargs)
+                else:
+                    out = rp.cached_call(path, call_args, call_kwargs, lambda: fn(*call_args, **call_kwargs))
+        except rp.CannotReplay:
+            self._current_node, self._current_scope = node, scope
+            symbolic = self.symops.function(leaf, args, kwargs, scope, functional)
+            return symbolic if symbolic is not None else self._symbolic_new(tensors, scope, leaf)
+        except Exception as err:  # noqa: BLE001
+            self._event("replay-error", node, f"{path}: {_first_line(err)}")
+            return self._symbolic_new(tensors, scope, leaf)
+        return self._from_output(out, tensors[0], node, f"{leaf}()")
+
+    def _symbolic_new(self: Interpreter, inputs: list[TensorFact], scope: Scope, what: str) -> TensorFact:
+        """A fresh tensor computed from `inputs` whose sizes are unknown. Computed only from
+        contiguous tensors it is contiguous too (TensorIterator, reductions, matmul and the
+        nn kernels keep the inputs' dense layout), except for the ops that return views."""
+        graph: bool | None = None
+        if not scope.grad_enabled:
+            graph = False
+        elif any(t.carries_graph or t.requires_grad for t in inputs):
+            graph = True
+        elif all(t.requires_grad is False for t in inputs):
+            graph = False
+        key = self.fresh_storage()
+        if not self.replay and inputs and all(t.storage_key in self.sized_storages for t in inputs):
+            self.sized_storages.add(key)
+        # matmul & co. lay their result out afresh whatever their inputs' strides (checked
+        # against torch for transposed, broadcast and 1-d operands).
+        dense = bool(inputs) and what not in _STRIDED_RESULTS and (
+            what in _ROW_MAJOR_RESULTS or all(t.contiguous is True for t in inputs)
+        )
+        return TensorFact(
+            device=inputs[0].device if inputs else None,
+            storage_key=key,
+            is_view=False,
+            contiguous=True if dense else None,
+            carries_graph=graph,
+            requires_grad=graph,
+        )
+
+    def _from_output(self: Interpreter, out: Any, like: TensorFact, node: ast.AST, what: str) -> Value:
+        if rp.is_meta_tensor(out):
+            return rp.fact_from_meta(out, like.device)
+        if isinstance(out, (tuple, list)) and out and all(rp.is_meta_tensor(o) for o in out):
+            return SeqValue(tuple(rp.fact_from_meta(o, like.device) for o in out), "tuple")
+        if isinstance(out, (int, float, bool)):
+            return Const(out)
+        if hasattr(out, "values") and hasattr(out, "indices") and rp.is_meta_tensor(out.values):
+            return SeqValue((rp.fact_from_meta(out.values, like.device), rp.fact_from_meta(out.indices, like.device)))
+        return UNKNOWN
+
+    def tensor_op(self: Interpreter, fn: Any, operands: list[Value], node: ast.AST, scope: Scope, what: str) -> Value:
+        """`fn` (a function of the `operator` module) applied to the operands."""
+        tensors = [o for o in operands if isinstance(o, TensorFact)]
+        try:
+            torch = self._torch()
+            concrete = [rp.to_torch(o) for o in operands]
+            with torch.set_grad_enabled(scope.grad_enabled):
+                # Keyed by the operator itself (operator.add, operator.matmul, ...).
+                out = rp.cached_call(("op", fn), concrete, {}, lambda: fn(*concrete))
+        except rp.CannotReplay:
+            symbolic = self._symbolic_elementwise(fn, operands, tensors, scope)
+            return symbolic if symbolic is not None else self._symbolic_new(tensors, scope, what)
+        except Exception as err:  # noqa: BLE001
+            self._event("replay-error", node, f"{what}: {_first_line(err)}")
+            return self._symbolic_new(tensors, scope, what)
+        result = self._from_output(out, tensors[0], node, what)
+        if isinstance(result, TensorFact) and result.is_view and tensors:
+            result = replace(result, view_of=tensors[0].view_of)
+        return result
+
+    def _symbolic_elementwise(self: Interpreter, fn: Any, operands: list[Value], tensors: list[TensorFact], scope: Scope) -> Value | None:
+        """`a + b`, `x * 2`, `q @ k` with symbolic sizes."""
+        if not any(t.sym is not None for t in tensors):
+            return None
+        for operand in operands:
+            if isinstance(operand, TensorFact):
+                continue
+            if isinstance(operand, Const) and isinstance(operand.value, (int, float, bool)):
+                continue
+            if isinstance(operand, (SizeValue, Number)) and self.symops.is_number(operand):
+                continue
+            return None  # an operand that may be a tensor of some other shape
+        if fn is operator.matmul and len(tensors) == 2:
+            return self.symops.matmul(tensors[0], tensors[1], scope)
+        if fn is operator.getitem:
+            return None
+        dtype: Any = True
+        if fn in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+            dtype = "bool"
+        return self.symops.elementwise(tensors, scope, dtype=dtype)
+
+    # x.method(...) -------------------------------------------------------------
+    def tensor_method(
+        self: Interpreter,
+        tensor: TensorFact,
+        name: str,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        node: ast.AST,
+        scope: Scope,
+        *,
+        as_property: bool = False,
+    ) -> Value:
+        line = getattr(node, "lineno", 0)
+        if tensor.shape is None and tensor.sym is not None and name in ("size", "dim"):
+            if name == "dim":
+                return Const(tensor.sym.ndim)
+            return self.dim_size(tensor, args[0]) if args else self.shape_value(tensor)
+        if tensor.shape is None and tensor.sym is None and name == "size" and len(args) == 1:
+            return self.dim_of_unknown_rank(tensor, args[0], node)
+        if name in ("size", "dim", "numel", "stride", "storage_offset", "is_contiguous", "element_size"):
+            return self._tensor_query(tensor, name, args)
+        if name in api.SCALAR_METHODS:
+            return UNKNOWN
+        if name in ("cuda", "cpu") or name == "to":
+            return self._to_device(tensor, name, args, kwargs, node, scope)
+        if name not in api.TENSOR_METHODS and not as_property:
+            return UNKNOWN
+        text = self._describe_call(name, node, as_property)
+        result: Value
+        if tensor.meta is not None and self.replay:
+            result = self._replay_method(tensor, name, args, kwargs, node, scope, as_property, text)
+        else:
+            self._current_node, self._current_scope = node, scope
+            symbolic = self.symops.method(tensor, name, args, kwargs, scope) if tensor.sym is not None else None
+            result = symbolic if symbolic is not None else self._symbolic_method(tensor, name, args, kwargs, scope, line, text)
+        if isinstance(result, TensorFact):
+            result = self._annotate(tensor, result, name, text, line)
+        elif isinstance(result, SeqValue):
+            result = SeqValue(
+                tuple(self._annotate(tensor, r, name, text, line) if isinstance(r, TensorFact) else r for r in result.items),
+                result.kind,
+            )
+        return result
+
+    def _describe_call(self: Interpreter, name: str, node: ast.AST, as_property: bool) -> str:
+        if as_property or not isinstance(node, ast.Call):
+            return name
+        return f"{name}({_format_args(node)})"
+
+    def _tensor_query(self: Interpreter, tensor: TensorFact, name: str, args: list[Value]) -> Value:
+        if tensor.shape is None:
+            return UNKNOWN
+        if name == "size":
+            if not args:
+                return Const(tuple(tensor.shape))
+            dim = args[0]
+            if isinstance(dim, Const) and isinstance(dim.value, int) and -len(tensor.shape) <= dim.value < len(tensor.shape):
+                return Const(tensor.shape[dim.value])
+            return UNKNOWN
+        if name == "dim":
+            return Const(len(tensor.shape))
+        if name == "numel":
+            return Const(tensor.numel)
+        if name == "stride" and tensor.strides is not None:
+            return Const(tuple(tensor.strides)) if not args else UNKNOWN
+        if name == "storage_offset" and tensor.storage_offset is not None:
+            return Const(tensor.storage_offset)
+        if name == "is_contiguous" and tensor.contiguous is not None and not args:
+            return Const(tensor.contiguous)
+        return UNKNOWN
+
+    def _to_device(
+        self: Interpreter, tensor: TensorFact, name: str, args: list[Value], kwargs: dict[str, Value], node: ast.AST, scope: Scope
+    ) -> Value:
+        device = tensor.device
+        dtype_args: list[Value] = []
+        changed_device = False
+        if name == "cuda":
+            device, changed_device = "cuda", tensor.device != "cuda"
+        elif name == "cpu":
+            device, changed_device = "cpu", tensor.device != "cpu"
+        else:
+            for value in [*args, *([kwargs["device"]] if "device" in kwargs else [])]:
+                if isinstance(value, Const) and isinstance(value.value, str):
+                    new = value.value.split(":")[0]
+                    changed_device = changed_device or new != tensor.device
+                    device = new
+                elif isinstance(value, TensorFact):
+                    dtype_args.append(TorchRef(f"torch.{value.dtype}") if value.dtype else UNKNOWN)
+                    changed_device = changed_device or value.device != tensor.device
+                    device = value.device
+                elif isinstance(value, Const) and value.value is None:
+                    continue
+                else:
+                    dtype_args.append(value)
+            if "dtype" in kwargs:
+                dtype_args.append(kwargs["dtype"])
+            if device is None:
+                changed_device = True
+        line = getattr(node, "lineno", 0)
+        if tensor.meta is not None and self.replay:
+            try:
+                torch = self._torch()
+                concrete = [rp.to_torch(a) for a in dtype_args]
+                extra = {k: rp.to_torch(v) for k, v in kwargs.items() if k in ("memory_format", "copy")}
+                with torch.set_grad_enabled(scope.grad_enabled):
+                    out = tensor.meta.to(*concrete, **extra) if concrete or extra else tensor.meta
+                    if changed_device:
+                        out = out.clone() if out is tensor.meta else out
+            except rp.CannotReplay:
+                return self._symbolic_copy(tensor, device, scope)
+            except Exception as err:  # noqa: BLE001
+                self._event("replay-error", node, f".{name}(): {_first_line(err)}")
+                return self._symbolic_copy(tensor, device, scope)
+            if out is tensor.meta:
+                return tensor  # same tensor: `.to()` returns self when nothing changes
+            fact = rp.fact_from_meta(out, device)
+            return fact.with_note("copy", f".{name}(...) to {device}" if changed_device else f".{name}(...)", line)
+        if not dtype_args and not changed_device:
+            return tensor
+        return self._symbolic_copy(tensor, device, scope)
+
+    def _symbolic_copy(self: Interpreter, tensor: TensorFact, device: str | None, scope: Scope) -> TensorFact:
+        return TensorFact(
+            device=device,
+            storage_key=None,
+            carries_graph=((tensor.carries_graph or tensor.requires_grad) and scope.grad_enabled) or None,
+        )
+
+    def _replay_method(
+        self: Interpreter,
+        tensor: TensorFact,
+        name: str,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        node: ast.AST,
+        scope: Scope,
+        as_property: bool,
+        text: str,
+    ) -> Value:
+        try:
+            torch = self._torch()
+            meta = tensor.meta
+            concrete = [rp.to_torch(a) for a in args]
+            concrete_kw = {k: rp.to_torch(v) for k, v in kwargs.items()}
+            with torch.set_grad_enabled(scope.grad_enabled):
+                if as_property:
+                    out = getattr(meta, name)
+                elif name in api.VIEW_METHODS or name.endswith("_"):
+                    out = getattr(meta, name)(*concrete, **concrete_kw)
+                else:
+                    out = rp.cached_call(
+                        ("method", name), [meta, *concrete], concrete_kw,
+                        lambda: getattr(meta, name)(*concrete, **concrete_kw),
+                    )
+        except rp.CannotReplay:
+            return self._symbolic_method(tensor, name, args, kwargs, scope, getattr(node, "lineno", 0), text)
+        except Exception as err:  # noqa: BLE001
+            message = _first_line(err)
+            if name == "view" and ("view size is not compatible" in message or "Cannot view" in message):
+                self._event("view-incompatible", node, message)
+                return TensorFact(dtype=tensor.dtype, device=tensor.device).with_note(
+                    "raises at run time", f"{text}: {message}", getattr(node, "lineno", 0)
+                )
+            self._event("replay-error", node, f".{name}(): {message}")
+            return self._symbolic_method(tensor, name, args, kwargs, scope, getattr(node, "lineno", 0), text)
+        if name.endswith("_") and out is meta:
+            # In place: same tensor, its facts may have changed (requires_grad_, t_()...).
+            fact = rp.fact_from_meta(meta, tensor.device)
+            return replace(fact, view_of=tensor.view_of, provenance=tensor.provenance)
+        result = self._from_output(out, tensor, node, text)
+        if name in ("reshape", "reshape_as", "flatten", "ravel") and isinstance(result, TensorFact):
+            if result.meta is not None and result.meta._base is None and result.storage_key != tensor.storage_key:
+                if (result.numel or 0) > 0 and out is not meta:
+                    self._event(
+                        "reshape-copies",
+                        node,
+                        f"`{name}` copies {format_bytes(result.nbytes)} here: its input is not contiguous",
+                        nbytes=result.nbytes,
+                    )
+        return result
+
+    def _symbolic_method(
+        self: Interpreter,
+        tensor: TensorFact,
+        name: str,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        scope: Scope,
+        line: int,
+        text: str,
+    ) -> Value:
+        """Facts that hold whatever the sizes: views share storage, permutes reorder."""
+        base = TensorFact(
+            dtype=tensor.dtype,
+            device=tensor.device,
+            requires_grad=tensor.requires_grad if scope.grad_enabled else False,
+            carries_graph=tensor.carries_graph if scope.grad_enabled else False,
+        )
+        if name in ("chunk", "split", "tensor_split", "unbind"):
+            item = replace(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of)
+            count = args[0] if args else None
+            if name == "chunk" and isinstance(count, Const) and isinstance(count.value, int) and 0 < count.value <= 64:
+                return SeqValue((item,) * count.value)
+            return ListOf(item)
+        if name in ("detach", "detach_"):
+            return replace(
+                base,
+                is_view=False,
+                storage_key=tensor.storage_key,
+                view_of=tensor.view_of,
+                requires_grad=False,
+                carries_graph=False,
+                shape=tensor.shape,
+                strides=tensor.strides,
+                storage_offset=tensor.storage_offset,
+                contiguous=tensor.contiguous,
+            )
+        if name in api.VIEW_METHODS:
+            return replace(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of, permuted_by=tensor.permuted_by)
+        if name == "contiguous":
+            return replace(base, contiguous=True, permuted_by=None)
+        if name in api.MAYBE_COPY:
+            return replace(base, permuted_by=None)
+        if name == "clone":
+            return replace(base, is_view=False, storage_key=self.fresh_storage(), contiguous=tensor.contiguous, permuted_by=tensor.permuted_by)
+        if name in api.CAST_METHODS:
+            return replace(base, dtype=api.CAST_METHODS[name])
+        if name.endswith("_"):
+            return tensor
+        fresh = self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)
+        return replace(fresh, dtype=tensor.dtype if name not in ("argmax", "argmin") else "int64")
+
+    def _annotate(self: Interpreter, source: TensorFact, result: TensorFact, name: str, text: str, line: int) -> TensorFact:
+        """Carry the symbolic facts and the provenance that explains the result."""
+        updates: dict[str, Any] = {}
+        shares = result.storage_key is not None and result.storage_key == source.storage_key
+        # Keep the source's story only where it still explains the result: a view of the
+        # same storage, or a layout inherited from it.
+        keeps_layout_story = result.contiguous is False and source.contiguous is False
+        inherited = source.provenance[-MAX_PROVENANCE:] if keeps_layout_story else ()
+        provenance = (*inherited, *result.provenance)
+        if shares:
+            updates["view_of"] = source.view_of
+        if name in api.PERMUTING:
+            updates["permuted_by"] = text
+        elif name in ("contiguous", "clone") or (name in api.MAYBE_COPY and not shares):
+            updates["permuted_by"] = None if (result.contiguous or name == "contiguous") else source.permuted_by
+        elif shares and name in api.VIEW_METHODS:
+            updates["permuted_by"] = source.permuted_by
+        if source.detached_from and shares:
+            updates["detached_from"] = source.detached_from
+        fact = replace(result, provenance=provenance, **updates)
+        if name in api.PERMUTING:
+            if result.contiguous is False:
+                fact = fact.with_note("non-contiguous", text, line)
+            elif result.contiguous is None:
+                fact = fact.with_note("non-contiguous unless the moved dims have size 1", text, line)
+        elif name in ("detach", "detach_"):
+            fact = fact.with_note("detached, shares storage", text, line)
+        elif name in api.MAYBE_COPY and result.meta is not None:
+            if not shares and source.contiguous is False:
+                fact = fact.with_note(f"copy ({format_bytes(result.nbytes)})", f"{text} of a non-contiguous tensor", line)
+            elif shares:
+                fact = fact.with_note("view, no copy", text, line)
+        elif shares and name in api.VIEW_METHODS:
+            changed = result.contiguous is False and source.contiguous is not False
+            fact = fact.with_note("non-contiguous view" if changed else "view (shares storage)", text, line)
+        return fact
