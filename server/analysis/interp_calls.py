@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.interp_sizes import infer_parameter_ranks
 from stridelens.server.analysis.interp_support import (
     MAX_CALL_DEPTH,
     Scope,
     _call_name,
 )
-from stridelens.server.analysis.interp_sizes import infer_parameter_ranks
 from stridelens.server.analysis.values import (
     UNKNOWN,
     ClassInfo,

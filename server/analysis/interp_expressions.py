@@ -16,13 +16,13 @@ from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.constfold import NOT_FOLDED, fold_binop, fold_unary
 from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.interp_sizes import SymSlice
 from stridelens.server.analysis.interp_support import (
     _LIST_MUTATORS,
     Scope,
     _is_number,
     _source_text,
 )
-from stridelens.server.analysis.interp_sizes import SymSlice
 from stridelens.server.analysis.values import (
     NUMBER,
     UNKNOWN,

@@ -30,6 +30,7 @@ from stridelens.server.analysis.facts import Provenance, ReplayEvent, TensorFact
 from stridelens.server.analysis.interp_calls import UserCallsMixin
 from stridelens.server.analysis.interp_expressions import ExpressionsMixin
 from stridelens.server.analysis.interp_modules import ModulesMixin
+from stridelens.server.analysis.interp_sizes import SizesMixin
 from stridelens.server.analysis.interp_statements import StatementsMixin
 from stridelens.server.analysis.interp_support import (
     _RECORDED,
@@ -39,7 +40,6 @@ from stridelens.server.analysis.interp_support import (
 )
 from stridelens.server.analysis.interp_torch import TorchCallsMixin
 from stridelens.server.analysis.naming import SizeNames
-from stridelens.server.analysis.interp_sizes import SizesMixin
 from stridelens.server.analysis.symbolic_ops import SymbolicOps
 from stridelens.server.analysis.values import (
     UNKNOWN,
