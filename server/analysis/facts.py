@@ -39,7 +39,9 @@ class RenderedLayout:
     layout_ok: bool = True
 
 
-def join_rendered(a: RenderedLayout | None, b: RenderedLayout | None) -> RenderedLayout | None:
+def join_rendered(a: Any, b: Any) -> RenderedLayout | None:
+    a = a.resolve() if a is not None and not isinstance(a, RenderedLayout) else a
+    b = b.resolve() if b is not None and not isinstance(b, RenderedLayout) else b
     if a is None or b is None:
         return None
     if a == b:
@@ -83,7 +85,8 @@ class TensorFact:
     sym: Any = None
     assumes: frozenset[Any] = frozenset()
     # The symbolic fields written in the user's names at the node it was recorded for.
-    rendered: RenderedLayout | None = field(default=None, compare=False)
+    # (A `LazyRendering` until first asked: see `layout_text`.)
+    rendered: Any = field(default=None, compare=False)
     # Set where requires_grad/carries_graph came from the default grad mode of a function
     # body: rules may use them, users are not told them (a caller may run it under no_grad).
     grad_unknown: bool = field(default=False, compare=False)
@@ -121,29 +124,41 @@ class TensorFact:
         return [p.render() for p in self.provenance]
 
     @property
+    def layout_text(self) -> RenderedLayout | None:
+        """`rendered`, written out on first use."""
+        value = self.rendered
+        if value is not None and not isinstance(value, RenderedLayout):
+            value = value.resolve()
+        return value  # type: ignore[no-any-return]
+
+    @property
     def display_shape(self) -> tuple[int | str, ...] | None:
         """The shape, with symbolic sizes as expressions over the user's names."""
         if self.shape is not None:
             return self.shape
-        return self.rendered.shape if self.rendered is not None else None
+        text = self.layout_text
+        return text.shape if text is not None else None
 
     @property
     def display_strides(self) -> tuple[int | str, ...] | None:
         if self.strides is not None:
             return self.strides
-        return self.rendered.strides if self.rendered is not None else None
+        text = self.layout_text
+        return text.strides if text is not None else None
 
     @property
     def display_offset(self) -> int | str | None:
         if self.storage_offset is not None:
             return self.storage_offset
-        return self.rendered.offset if self.rendered is not None else None
+        text = self.layout_text
+        return text.offset if text is not None else None
 
     @property
     def stated_contiguous(self) -> bool | None:
         """`contiguous` as stated to users: a symbolic verdict needs its conditions named."""
         if self.sym is not None and self.meta is None and self.assumes:
-            if self.rendered is None or not self.rendered.layout_ok:
+            text = self.layout_text
+            if text is None or not text.layout_ok:
                 return None
         return self.contiguous
 
@@ -153,7 +168,8 @@ class TensorFact:
 
     @property
     def assumes_text(self) -> tuple[str, ...]:
-        return self.rendered.assumes if self.rendered is not None else ()
+        text = self.layout_text
+        return text.assumes if text is not None else ()
 
     def to_json(self, expr: str) -> dict[str, Any]:
         """The `stridelens explain --format json` schema of DESIGN.md."""

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 # `nn` module attributes that are constructor sizes (`self.fc.out_features`).
 MODULE_SIZE_ATTRS = frozenset(
-    {"in_features", "out_features", "in_channels", "out_channels", "num_embeddings", "embedding_dim", "hidden_size", "input_size", "embed_dim", "num_heads"}
+    {"in_features", "out_features", "in_channels", "out_channels", "num_embeddings", "embedding_dim", "hidden_size", "input_size", "embed_dim", "num_heads", "output_size", "num_layers"}
 )
 
 
@@ -87,10 +87,17 @@ class SizesMixin:
             fact = replace(fact, grad_unknown=True)
         if fact.sym is None:
             return fact
-        ctx = NameContext(lambda path: self.resolve_path(path, scope), lambda key, layout: self._tensor_name(key, layout, scope))
-        return replace(fact, rendered=self.names.render_fact(fact, ctx))
+        # Written out only when asked (hover, explain, a message): most recorded facts never
+        # are. The names and equal sizes are taken as they are now, at this line.
+        snapshot = ScopeSnapshot(scope)
+        equal = dict(self.symops.equal)
+        ctx = NameContext(
+            lambda path: self.resolve_path(path, snapshot, equal),  # type: ignore[arg-type]
+            lambda key, layout: self._tensor_name(key, layout, snapshot),  # type: ignore[arg-type]
+        )
+        return replace(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, ctx))
 
-    def resolve_path(self, path: Path, scope: Scope) -> Size | None:
+    def resolve_path(self, path: Path, scope: Scope, equal: dict[int, Size] | None = None) -> Size | None:
         """The size a path leads to in `scope` (`x.shape[0]`, `self.n_head`, `B`)."""
         value: Any = scope.lookup(path[0])
         steps = path[1:]
@@ -106,10 +113,11 @@ class SizesMixin:
                 shape = value.sym.shape if value.sym is not None else value.shape
                 if shape is None or not -len(shape) <= dim < len(shape):
                     return None
-                return self.symops.canon(shape[dim])  # type: ignore[no-any-return]
+                return self.symops.canon(shape[dim], equal)  # type: ignore[no-any-return]
             value = self.attribute_value(value, step, None)
             i += 1
-        return self.symops.size_of(value)  # type: ignore[no-any-return]
+        size = self.symops.size_of(value)
+        return None if size is None else self.symops.canon(size, equal)  # type: ignore[no-any-return]
 
     def _tensor_name(self, key: int, layout: object, scope: Scope) -> str | None:
         current: Scope | None = scope
@@ -119,6 +127,8 @@ class SizesMixin:
                     return name
             current = current.parent
         return None
+
+
 
     def name_size(self, value: Value, path: Path) -> None:
         if path[0] == "_" or path[-1] == "_":
@@ -309,6 +319,42 @@ class SizesMixin:
 
     def symbolic_reshape_copies(self, name: str, conditions: frozenset[Condition]) -> None:
         self.symbolic_event("reshape-copies", f"`{name}` copies here: its input is not contiguous", conditions)
+
+
+class ScopeSnapshot:
+    """The names of a scope chain as they are at one line (`Scope.lookup`, `env`, `parent`)."""
+
+    __slots__ = ("env", "parent")
+
+    def __init__(self, scope: Any) -> None:
+        self.env = dict(scope.env)
+        self.parent = ScopeSnapshot(scope.parent) if scope.parent is not None else None
+
+    def lookup(self, name: str) -> Any:
+        current: ScopeSnapshot | None = self
+        while current is not None:
+            value = current.env.get(name)
+            if value is not None:
+                return value
+            current = current.parent
+        return None
+
+
+class LazyRendering:
+    """A `RenderedLayout` computed on first use (see `TensorFact.rendered`)."""
+
+    __slots__ = ("_args", "_value")
+
+    def __init__(self, names: Any, layout: Any, assumes: Any, ctx: NameContext) -> None:
+        self._args: tuple[Any, ...] | None = (names, layout, assumes, ctx)
+        self._value: Any = None
+
+    def resolve(self) -> Any:
+        if self._args is not None:
+            names, layout, assumes, ctx = self._args
+            self._value = names.render_fact(TensorFact(sym=layout, assumes=assumes), ctx)
+            self._args = None
+        return self._value
 
 
 def _path_of(node: ast.expr | None) -> tuple[str, ...] | None:

@@ -18,6 +18,8 @@ from typing import Union
 
 # (atom id, exponent) pairs, sorted by atom id; exponents are never 0.
 Monomial = tuple[tuple[int, int], ...]
+# A coefficient: an int where it can be, else a Fraction (`C // 4` is C * 1/4).
+Coef = Union[int, Fraction]  # noqa: UP007 - a runtime alias
 
 MAX_TERMS = 32  # bigger expressions are not worth tracking (and would cost)
 
@@ -27,8 +29,8 @@ class SymExpr:
 
     __slots__ = ("_hash", "terms")
 
-    def __init__(self, terms: dict[Monomial, Fraction]) -> None:
-        self.terms: tuple[tuple[Monomial, Fraction], ...] = tuple(
+    def __init__(self, terms: dict[Monomial, Coef]) -> None:
+        self.terms: tuple[tuple[Monomial, Coef], ...] = tuple(
             sorted((m, c) for m, c in terms.items() if c != 0)
         )
         self._hash = hash(self.terms)
@@ -50,17 +52,18 @@ Size = Union[int, SymExpr]  # noqa: UP007 - a runtime alias
 
 
 def atom(atom_id: int) -> SymExpr:
-    return SymExpr({((atom_id, 1),): Fraction(1)})
+    return SymExpr({((atom_id, 1),): 1})
 
 
-def _terms(x: Size) -> dict[Monomial, Fraction]:
+def _terms(x: Size) -> dict[Monomial, Coef]:
     if isinstance(x, SymExpr):
         return dict(x.terms)
-    return {(): Fraction(x)} if x else {}
+    return {(): x} if x else {}
 
 
-def _norm(terms: dict[Monomial, Fraction]) -> Size | None:
-    terms = {m: c for m, c in terms.items() if c != 0}
+def _norm(terms: dict[Monomial, Coef]) -> Size | None:
+    # Coefficients are ints where they can be (Fraction arithmetic is 10x slower).
+    terms = {m: (c.numerator if c.denominator == 1 else c) for m, c in terms.items() if c != 0}
     if len(terms) > MAX_TERMS:
         return None
     if not terms:
@@ -79,7 +82,7 @@ def add(a: Size, b: Size) -> Size | None:
         return a + b
     terms = _terms(a)
     for m, c in _terms(b).items():
-        terms[m] = terms.get(m, Fraction(0)) + c
+        terms[m] = terms.get(m, 0) + c
     return _norm(terms)
 
 
@@ -103,14 +106,14 @@ def _mul_monomials(m1: Monomial, m2: Monomial) -> Monomial:
 def mul(a: Size, b: Size) -> Size | None:
     if isinstance(a, int) and isinstance(b, int):
         return a * b
-    out: dict[Monomial, Fraction] = {}
+    out: dict[Monomial, Coef] = {}
     ta, tb = _terms(a), _terms(b)
     if len(ta) * len(tb) > MAX_TERMS:
         return None
     for m1, c1 in ta.items():
         for m2, c2 in tb.items():
             m = _mul_monomials(m1, m2)
-            out[m] = out.get(m, Fraction(0)) + c1 * c2
+            out[m] = out.get(m, 0) + c1 * c2
     return _norm(out)
 
 
@@ -130,7 +133,7 @@ def _monomial_inverse(x: Size) -> Size | None:
     if len(x.terms) != 1:
         return None
     m, c = x.terms[0]
-    return _norm({tuple((a, -e) for a, e in m): 1 / c})
+    return _norm({tuple((a, -e) for a, e in m): Fraction(1) / c})
 
 
 def exact_div(a: Size, b: Size) -> Size | None:
@@ -190,7 +193,7 @@ def substitute(x: Size, values: dict[int, Size]) -> Size | None:
 
 
 def _substitute_numbers(x: SymExpr, values: dict[int, int]) -> Size | None:
-    out: dict[Monomial, Fraction] = {}
+    out: dict[Monomial, Coef] = {}
     for m, c in x.terms:
         coef = c
         kept: list[tuple[int, int]] = []
@@ -199,11 +202,11 @@ def _substitute_numbers(x: SymExpr, values: dict[int, int]) -> Size | None:
                 v = values[a]
                 if v == 0 and e < 0:
                     return None
-                coef *= Fraction(v) ** e
+                coef = coef * v**e if e > 0 else coef * Fraction(1, v ** (-e))
             else:
                 kept.append((a, e))
         key = tuple(kept)
-        out[key] = out.get(key, Fraction(0)) + coef
+        out[key] = out.get(key, 0) + coef
     return _norm(out)
 
 
@@ -267,7 +270,7 @@ def render(x: Size, name_of: Callable[[int], str | None]) -> str | None:
         return str(x)
     parts: list[tuple[bool, str]] = []
     for m, c in x.terms:
-        text = _render_term(m, abs(c), name_of, in_sum=len(x.terms) > 1)
+        text = _render_term(m, -c if c < 0 else c, name_of, in_sum=len(x.terms) > 1)
         if text is None:
             return None
         parts.append((c < 0, text))
@@ -283,7 +286,7 @@ def render(x: Size, name_of: Callable[[int], str | None]) -> str | None:
 
 
 def _render_term(
-    m: Monomial, c: Fraction, name_of: Callable[[int], str | None], in_sum: bool
+    m: Monomial, c: Coef, name_of: Callable[[int], str | None], in_sum: bool
 ) -> str | None:
     num: list[str] = [str(c.numerator)] if c.numerator != 1 or not any(e > 0 for _, e in m) else []
     den: list[str] = [str(c.denominator)] if c.denominator != 1 else []
@@ -301,3 +304,13 @@ def _render_term(
         if in_sum:
             text = f"({text})"
     return text
+
+
+def rename(x: Size, mapping: dict[int, int]) -> Size:
+    """x with atoms renamed; `mapping` must keep their order (then no term moves)."""
+    if isinstance(x, int):
+        return x
+    out = SymExpr.__new__(SymExpr)
+    out.terms = tuple((tuple((mapping[a], e) for a, e in m), c) for m, c in x.terms)
+    out._hash = hash(out.terms)
+    return out

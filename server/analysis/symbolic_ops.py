@@ -19,7 +19,6 @@ from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import (
     Condition,
     divisible,
-    flip_conditions,
     shape_conditions,
 )
 from stridelens.server.analysis.facts import TensorFact
@@ -34,6 +33,7 @@ from stridelens.server.analysis.values import (
     TorchRef,
     Value,
 )
+from stridelens.server.analysis.view_verdict import contiguity_verdict, reshape_verdict
 
 # Ops whose result has the input's shape, computed elementwise.
 UNARY_SAME_SHAPE = frozenset(
@@ -139,20 +139,21 @@ class SymbolicOps:
         return False
 
     # ------------------------------------------------------------------ equal sizes
-    def canon(self, x: Size) -> Size:
-        if not self.equal or not isinstance(x, SymExpr):
+    def canon(self, x: Size, equal: dict[int, Size] | None = None) -> Size:
+        equal = self.equal if equal is None else equal
+        if not equal or not isinstance(x, SymExpr):
             return x
         for _ in range(8):
-            if not (x.atoms() & self.equal.keys()) if isinstance(x, SymExpr) else True:
+            if not (x.atoms() & equal.keys()) if isinstance(x, SymExpr) else True:
                 return x
-            y = sz.substitute(x, self.equal)
+            y = sz.substitute(x, equal)
             if y is None:
                 return x
             x = y
         return x
 
     def canon_layout(self, layout: Layout) -> Layout:
-        if not self.equal:
+        if not self.equal or not (layout.atoms() & self.equal.keys()):
             return layout
         out = layout.substitute(self.equal)
         for _ in range(7):
@@ -311,20 +312,7 @@ class SymbolicOps:
 
     def contiguity(self, layout: Layout) -> tuple[bool | None, frozenset[Condition]]:
         """`is_contiguous()` for every size, and the sizes that must not be 1 for it."""
-        try:
-            verdict = lay.is_contiguous(layout)
-        except Undecided:
-            return None, frozenset()
-        if verdict:
-            return True, frozenset()  # row-major strides stay row-major whatever the sizes
-
-        def run(values: dict[int, Size]) -> Any:
-            sub = layout.substitute(values)
-            if sub is None:
-                raise Undecided
-            return lay.is_contiguous(sub)
-
-        return False, flip_conditions(layout.shape, run, False)
+        return contiguity_verdict(layout)
 
     def fresh(
         self,
@@ -512,25 +500,7 @@ class SymbolicOps:
             new = lay.infer_shape(shape, lay.numel(layout.shape))
             return self.tensor(Layout(new, None, None), tensor, view_of_input=None, assumes=shape_conditions(tensor.assumes), scope=scope)
 
-        def run(values: dict[int, Size]) -> Any:
-            sub = layout.substitute(values)
-            wanted = tuple(sz.substitute(s, values) if isinstance(s, SymExpr) else s for s in shape)
-            if sub is None or any(w is None for w in wanted):
-                raise Undecided
-            if flatten is not None:
-                out, is_view = lay.flatten(sub, *flatten)
-                return ("view" if is_view else "copy", out)
-            strides = lay.view_strides(sub, lay.infer_shape(wanted, lay.numel(sub.shape)))  # type: ignore[arg-type]
-            if strides is None:
-                return ("raises",)
-            return ("view", Layout(lay.infer_shape(wanted, lay.numel(sub.shape)), strides, sub.offset))  # type: ignore[arg-type]
-
-        outcome = run({})
-        if outcome[0] == "view" and layout.strides == lay.contiguous_strides(layout.shape) and layout.offset == 0:
-            flips: frozenset[Condition] = frozenset()  # a row-major input views as row-major, for every size
-        else:
-            sizes_involved = (*layout.shape, *(s for s in shape if isinstance(s, SymExpr)))
-            flips = flip_conditions(sizes_involved, run, outcome)
+        outcome, flips = reshape_verdict(layout, shape, flatten)
         # `C // n` sizes stand for exact quotients: say so.
         divides = frozenset(c for c in tensor.assumes if c.kind == "divides")
         if outcome[0] == "raises":
@@ -687,7 +657,8 @@ class SymbolicOps:
             if q.sym is None or v.sym is None:
                 return None
             shape = (*q.sym.shape[:-1], v.sym.shape[-1])
-            return self.fresh(shape, q, tensors, scope, contiguous=False)
+            # Strides and view-ness depend on the backend the call picks.
+            return replace(self.fresh(shape, q, tensors, scope, contiguous=False), is_view=None)
         if not isinstance(first, TensorFact):
             return None
         if leaf in REDUCTIONS and not functional:
@@ -792,10 +763,12 @@ class SymbolicOps:
             return self._pool(module, x, layout, scope)
         if name in ("AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"):
             spatial = 1 if name.endswith("1d") else 2
-            size = _int_pair(module_arg(module, "output_size"), None)
-            if size is None or len(layout.shape) < spatial + 1 or any(s is None for s in size):
+            arg = module_arg(module, "output_size")
+            one = self.module_size(module, "output_size", path) if isinstance(arg, (Opaque, SizeValue)) else None
+            pair = (one,) if one is not None else _int_pair(arg, None)
+            if pair is None or len(layout.shape) < spatial + 1 or any(s is None for s in pair):
                 return None
-            sizes = size * spatial if len(size) == 1 else size
+            sizes: tuple[Size, ...] = tuple(pair) * spatial if len(pair) == 1 else tuple(pair)
             return self.fresh((*layout.shape[:-spatial], *sizes), x, [x], scope, contiguous="inherit")
         if name in ("LSTM", "GRU", "RNN"):
             return self._rnn(module, x, layout, scope, path, grad)
@@ -812,7 +785,7 @@ class SymbolicOps:
                 return None
             # (attn_output, attn_weights); the output's strides depend on the fast path taken.
             out = self.fresh((*layout.shape[:-1], embed), x, tensors, scope, contiguous=False)
-            return SeqValue((out, TensorFact(device=x.device)))
+            return SeqValue((replace(out, is_view=None), TensorFact(device=x.device)))
         return None
 
     def _conv(self, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any, path: tuple[str, ...] | None, grad: bool | None) -> Value | None:
@@ -877,7 +850,7 @@ class SymbolicOps:
             else:
                 return None
         batch_first, bidirectional = flags
-        layers = 1 if layers_v is None else self.size_of(layers_v)
+        layers = 1 if layers_v is None else self.module_size(module, "num_layers", path)
         if hidden is None or layers is None:
             return None
         directions = 2 if bidirectional else 1
@@ -896,6 +869,8 @@ class SymbolicOps:
             steps, batch = layout.shape[0], layout.shape[1]
             out_layout = lay.contiguous((steps, batch, width))
         out = self.tensor(out_layout, x, view_of_input=False, assumes=shape_conditions(x.assumes), scope=scope, grad=grad)
+        # A new storage, but the output is often a view of the kernels' own result.
+        out = replace(out, is_view=None)
         state = self.tensor(lay.contiguous((stacked, batch, hidden)), x, view_of_input=False, assumes=shape_conditions(x.assumes), scope=scope, grad=grad)
         if module.name == "LSTM":
             cell = replace(state, storage_key=self.interp.fresh_storage())

@@ -129,7 +129,8 @@ NN_MODULES = frozenset(
         "Flatten", "Unflatten", "Sequential", "Upsample", "PixelShuffle", "ZeroPad2d",
         "ConstantPad1d", "ConstantPad2d", "ReflectionPad2d", "MSELoss", "L1Loss",
         "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
-        "BCEWithLogitsLoss", "KLDivLoss", "CosineSimilarity", "GLU",
+        "BCEWithLogitsLoss", "KLDivLoss", "CosineSimilarity", "GLU", "LSTM", "GRU", "RNN",
+        "MultiheadAttention",
     }
 )  # fmt: skip
 
