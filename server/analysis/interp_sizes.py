@@ -83,10 +83,9 @@ class SizesMixin:
     def stated(self, fact: TensorFact, scope: Scope) -> TensorFact:
         """The fact as it is stated at this node: symbolic sizes in the names visible here,
         and no grad facts that only the default grad mode gave."""
-        if scope.grad_assumed and fact.carries_graph is True and not fact.grad_unknown:
-            fact = replace(fact, grad_unknown=True)
+        grad_unknown = fact.grad_unknown or (scope.grad_assumed and fact.carries_graph is True)
         if fact.sym is None:
-            return fact
+            return fact if grad_unknown == fact.grad_unknown else replace(fact, grad_unknown=True)
         # Written out only when asked (hover, explain, a message): most recorded facts never
         # are. The names and equal sizes are taken as they are now, at this line.
         snapshot = ScopeSnapshot(scope)
@@ -95,7 +94,7 @@ class SizesMixin:
             lambda path: self.resolve_path(path, snapshot, equal),  # type: ignore[arg-type]
             lambda key, layout: self._tensor_name(key, layout, snapshot),  # type: ignore[arg-type]
         )
-        return replace(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, ctx))
+        return replace(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, ctx), grad_unknown=grad_unknown)
 
     def resolve_path(self, path: Path, scope: Scope, equal: dict[int, Size] | None = None) -> Size | None:
         """The size a path leads to in `scope` (`x.shape[0]`, `self.n_head`, `B`)."""
@@ -327,17 +326,16 @@ class ScopeSnapshot:
     __slots__ = ("env", "parent")
 
     def __init__(self, scope: Any) -> None:
+        # The innermost names are copied; the enclosing ones (the module's, complete once
+        # function bodies run) are read live.
         self.env = dict(scope.env)
-        self.parent = ScopeSnapshot(scope.parent) if scope.parent is not None else None
+        self.parent = scope.parent
 
     def lookup(self, name: str) -> Any:
-        current: ScopeSnapshot | None = self
-        while current is not None:
-            value = current.env.get(name)
-            if value is not None:
-                return value
-            current = current.parent
-        return None
+        value = self.env.get(name)
+        if value is not None or self.parent is None:
+            return value
+        return self.parent.lookup(name)
 
 
 class LazyRendering:

@@ -18,6 +18,8 @@ from stridelens.server.analysis.sizes import Size, SymExpr
 
 CACHE_LIMIT = 50_000
 _cache: dict[Any, Any] = {}
+# The same question with the very same atoms (a tensor used many times): no renaming at all.
+_direct: dict[Any, Any] = {}
 
 # (kind, layout) after `view`/`reshape`/`flatten`: ("view", Layout) | ("copy", Layout) | ("raises",)
 Outcome = tuple[Any, ...]
@@ -51,6 +53,10 @@ def _rename_condition(cond: Condition, mapping: dict[int, int]) -> Condition:
 
 def _cached(key_parts: tuple[Any, ...], layouts: list[Layout], sizes: tuple[Size, ...], solve: Any) -> tuple[Outcome, frozenset[Condition]]:
     """`solve(layouts, sizes)` for a problem renamed to atoms 0..n, mapped back."""
+    direct_key = (key_parts, tuple(layouts), sizes)
+    found = _direct.get(direct_key)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
     flat = [x for lt in layouts for x in (*lt.shape, *(lt.strides or ()), lt.offset)] + list(sizes)
     atoms = _atoms(tuple(flat))
     to_canon = {a: i for i, a in enumerate(atoms)}
@@ -64,7 +70,10 @@ def _cached(key_parts: tuple[Any, ...], layouts: list[Layout], sizes: tuple[Size
             _cache[key] = hit
     outcome, flips = hit
     back = dict(enumerate(atoms))
-    return _rename_outcome(outcome, back), frozenset(_rename_condition(c, back) for c in flips)
+    answer = _rename_outcome(outcome, back), frozenset(_rename_condition(c, back) for c in flips)
+    if len(_direct) < CACHE_LIMIT:
+        _direct[direct_key] = answer
+    return answer
 
 
 def reshape_verdict(layout: Layout, shape: tuple[Size, ...], flatten: tuple[int, int] | None) -> tuple[Outcome, frozenset[Condition]]:
