@@ -191,7 +191,7 @@ def analyze_source(
         # U+FFFD is one character and one UTF-16 unit too, so every column stays put.
         source = _LONE_SURROGATE.sub("\ufffd", source)
     parsed = parse_tolerant(source)
-    interpreter = Interpreter(parsed.tree, replay=replay, budget_s=budget_s)
+    interpreter = Interpreter(parsed.tree, replay=replay, budget_s=budget_s, source=source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's own UserWarnings during replay
         interpreter.run()

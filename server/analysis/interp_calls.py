@@ -75,7 +75,8 @@ class UserCallsMixin:
         scope = Scope(parent, True if explicit is None else explicit, grad_assumed=explicit is None)
         args = fn.args
         positional = [*args.posonlyargs, *args.args]
-        ranks = infer_parameter_ranks(fn)
+        # A method's `self` is no tensor: with no other parameter there is no rank to find.
+        ranks = infer_parameter_ranks(fn, self.mentions_permute) if len(positional) + len(args.kwonlyargs) > (1 if cls is not None else 0) else {}
         defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults, strict=True))
         for i, arg in enumerate(positional):
             if i == 0 and cls is not None and not any(

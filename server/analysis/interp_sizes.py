@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import Condition, divisible
-from stridelens.server.analysis.facts import ReplayEvent, TensorFact
+from stridelens.server.analysis.facts import ReplayEvent, TensorFact, with_fields
 from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.naming import NameContext, Path
 from stridelens.server.analysis.sizes import Size, SymExpr
@@ -85,7 +85,7 @@ class SizesMixin:
         and no grad facts that only the default grad mode gave."""
         grad_unknown = fact.grad_unknown or (scope.grad_assumed and fact.carries_graph is True)
         if fact.sym is None:
-            return fact if grad_unknown == fact.grad_unknown else replace(fact, grad_unknown=True)
+            return fact if grad_unknown == fact.grad_unknown else with_fields(fact, grad_unknown=True)
         # Written out only when asked (hover, explain, a message): most recorded facts never
         # are. The names and equal sizes are taken as they are now, at this line.
         snapshot = ScopeSnapshot(scope)
@@ -94,7 +94,7 @@ class SizesMixin:
             lambda path: self.resolve_path(path, snapshot, equal),  # type: ignore[arg-type]
             lambda key, layout: self._tensor_name(key, layout, snapshot),  # type: ignore[arg-type]
         )
-        return replace(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, ctx), grad_unknown=grad_unknown)
+        return with_fields(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, ctx), grad_unknown=grad_unknown)
 
     def resolve_path(self, path: Path, scope: Scope, equal: dict[int, Size] | None = None) -> Size | None:
         """The size a path leads to in `scope` (`x.shape[0]`, `self.n_head`, `B`)."""
@@ -130,14 +130,12 @@ class SizesMixin:
 
 
     def name_size(self, value: Value, path: Path) -> None:
-        if path[0] == "_" or path[-1] == "_":
-            return  # a throwaway name is no name to show
+        if not isinstance(value, (SizeValue, Opaque)) or path[0] == "_" or path[-1] == "_":
+            return  # not a size, or a throwaway name: no name to show
         if isinstance(value, SizeValue):
             self.names.add_path(value.expr, path)
-        elif isinstance(value, Opaque):
+        else:
             self.names.add_path(self.symops.size_of(value), path)
-        elif isinstance(value, SeqValue) and len(path) == 1:
-            pass
 
     # ------------------------------------------------------------------ attributes
     def attribute_value(self, owner: Value, attr: str, receiver: ast.expr | None) -> Value:
@@ -365,7 +363,7 @@ def _path_of(node: ast.expr | None) -> tuple[str, ...] | None:
     return (node.id, *reversed(parts))
 
 
-def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, int]:
+def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef, look_for_permute: bool = True) -> dict[str, int]:
     """Ranks of parameters the body states at its top level before rebinding them:
     `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`.
 
@@ -382,8 +380,11 @@ def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[st
             if subject in params and not any(isinstance(e, ast.Starred) for e in target.elts):
                 evidence.append((index, subject, len(target.elts)))
                 continue
-        if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign, ast.AnnAssign)):
-            for node in _walk_no_nested(stmt):
+        if not look_for_permute:
+            continue
+        value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign, ast.AnnAssign)) else None
+        if isinstance(value, ast.expr):
+            for node in _spine(value):
                 if (
                     isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Attribute)
@@ -427,18 +428,24 @@ def _shape_subject(value: ast.expr) -> str | None:
     return None
 
 
-def _walk_no_nested(stmt: ast.stmt) -> list[ast.AST]:
-    """The nodes of one top-level statement, not entering nested blocks or definitions."""
-    if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return []
+def _spine(expr: ast.expr) -> list[ast.AST]:
+    """The calls a statement's value is made of, down its method chain and into the
+    arguments of each call (`x.permute(0, 2, 1).contiguous()`, `f(x.permute(0, 2, 1))`):
+    where a parameter's rank shows, at a cost of a few nodes, not a walk of everything."""
     out: list[ast.AST] = []
-    stack: list[ast.AST] = [stmt]
-    while stack:
+    stack: list[ast.expr] = [expr]
+    while stack and len(out) < 64:
         node = stack.pop()
-        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            continue
-        out.append(node)
-        stack.extend(ast.iter_child_nodes(node))
+        if isinstance(node, ast.Call):
+            out.append(node)
+            stack.append(node.func)
+            stack.extend(a for a in node.args if isinstance(a, (ast.Call, ast.Attribute, ast.BinOp, ast.Subscript)))
+        elif isinstance(node, (ast.Attribute, ast.Subscript)):
+            stack.append(node.value)
+        elif isinstance(node, ast.BinOp):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            stack.extend(node.elts)
     return out
 
 

@@ -56,8 +56,10 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
     _expr_handlers: dict[type, Any]
     _stmt_handlers: dict[type, Any]
 
-    def __init__(self, tree: ast.Module, *, replay: bool, budget_s: float) -> None:
+    def __init__(self, tree: ast.Module, *, replay: bool, budget_s: float, source: str | None = None) -> None:
         self.tree = tree
+        # Whether parameter ranks may show in a `permute` (most files: no; skip looking).
+        self.mentions_permute = source is None or "permute" in source
         self.names = SizeNames()
         self.symops = SymbolicOps(self)
         self._current_node: ast.AST | None = None
