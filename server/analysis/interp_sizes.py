@@ -16,6 +16,7 @@ from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import Condition, divisible
 from stridelens.server.analysis.facts import ReplayEvent, TensorFact, with_fields
+from stridelens.server.analysis.interp_support import _access_path
 from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.naming import NameContext, Path
 from stridelens.server.analysis.sizes import Size, SymExpr
@@ -152,10 +153,10 @@ class SizesMixin:
         if isinstance(owner, Opaque):
             return Opaque(owner.root, (*owner.path, attr))
         if isinstance(owner, ModuleValue) and attr in MODULE_SIZE_ATTRS:
-            size = self.symops.module_size(owner, attr, _path_of(receiver))
+            size = self.symops.module_size(owner, attr, (_access_path(receiver) if receiver is not None else None))
             return size_value(size) if size is not None else UNKNOWN
         if isinstance(owner, ModuleValue) and attr == "weight":
-            weight = self.symops.module_weight(owner, _path_of(receiver))
+            weight = self.symops.module_weight(owner, (_access_path(receiver) if receiver is not None else None))
             return weight if weight is not None else UNKNOWN
         return UNKNOWN
 
@@ -351,16 +352,6 @@ class LazyRendering:
             self._value = names.render_fact(TensorFact(sym=layout, assumes=assumes), ctx)
             self._args = None
         return self._value
-
-
-def _path_of(node: ast.expr | None) -> tuple[str, ...] | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return (node.id, *reversed(parts))
 
 
 def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef, look_for_permute: bool = True) -> dict[str, int]:
