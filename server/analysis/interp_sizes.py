@@ -20,7 +20,6 @@ from stridelens.server.analysis.interp_support import _access_path
 from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.naming import NameContext, Path
 from stridelens.server.analysis.sizes import Size, SymExpr
-from stridelens.server.analysis.symbolic_ops import module_arg
 from stridelens.server.analysis.values import (
     NUMBER,
     UNKNOWN,
@@ -450,4 +449,3 @@ def _assigned_names(stmt: ast.stmt) -> set[str]:
 
 __all__ = ["SizesMixin", "SymSlice", "infer_parameter_ranks", "size_value"]
 
-_ = (module_arg, Layout)

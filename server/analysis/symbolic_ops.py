@@ -978,4 +978,4 @@ def _contiguity_conditions(tensor: TensorFact) -> frozenset[Condition]:
     return frozenset(c for c in tensor.assumes if c.kind in ("contiguous", "divides"))
 
 
-__all__ = ["SymbolicOps", "divisible", "module_arg"]
+__all__ = ["SymbolicOps", "module_arg"]
