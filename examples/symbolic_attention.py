@@ -2,7 +2,7 @@
 
 `B, T, C = x.size()`, `self.n_head` and the layers' own sizes are symbolic: stridelens names
 every size after your variables, decides `view` for every size at once, and says under which
-conditions (`assumes`). Run `stridelens explain` on the lines marked `# explain` (or `make demo`),
+conditions (`assumes`). Run `stridelens explain` on the marked lines (or `make demo`),
 and `stridelens check` on this file: the merging `view` on line 30 raises for every size.
 """
 
