@@ -150,6 +150,19 @@ class TorchCallsMixin:
         if not self.replay:
             if all(self._sized(v) for v in [*args, *kwargs.values()]):
                 self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
+            literal = self.symops.factory(name, args, kwargs, None, literal=True) if fresh_layout else None
+            if literal is not None:
+                # Without torch, the stride algebra gives the same layouts replay would.
+                layout = lay.contiguous(literal)
+                dtype = kwargs.get("dtype")
+                return replace(
+                    symbolic,
+                    sym=layout,
+                    shape=literal,
+                    strides=layout.strides,
+                    storage_offset=0,
+                    dtype=_dtype_of(dtype) if dtype is not None else ("float32" if name != "full" else None),
+                )
             return symbolic
         try:
             torch = self._torch()

@@ -290,6 +290,9 @@ class SymbolicOps:
             storage, is_view, view_of = like.storage_key, True, like.view_of
         elif view_of_input is False:
             storage, is_view, view_of = self.interp.fresh_storage(), False, None
+            sized = self.interp.sized_storages
+            if not self.interp.replay and inputs and all(t.storage_key in sized for t in inputs):
+                sized.add(storage)  # computed only from literal sizes: replay would know it
         else:
             storage, is_view, view_of = None, None, None
         return TensorFact(
@@ -930,8 +933,11 @@ class SymbolicOps:
                 return None
         return layout
 
-    def factory(self, name: str, args: list[Value], kwargs: dict[str, Value], like: TensorFact | None) -> tuple[Size, ...] | None:
-        """The shape of `torch.zeros(B, T)` & co. with symbolic sizes, or None."""
+    def factory(
+        self, name: str, args: list[Value], kwargs: dict[str, Value], like: TensorFact | None, literal: bool = False
+    ) -> tuple[Size, ...] | None:
+        """The shape of `torch.zeros(B, T)` & co. with symbolic sizes (also with only literal
+        ones when `literal`), or None."""
         if name in ("zeros", "ones", "empty", "randn", "rand", "full"):
             size_args = args[:1] if name == "full" else args
             if "size" in kwargs:
@@ -939,10 +945,12 @@ class SymbolicOps:
             if not size_args:
                 return None
             shape = self.sizes_of(size_args)
-            if shape is None or not any(isinstance(s, SymExpr) for s in shape):
+            if shape is None or any(isinstance(s, int) and s < 0 for s in shape):
                 return None
-            return shape
-        if name == "arange" and len(args) == 1:
+            if literal:
+                return shape if all(isinstance(s, int) for s in shape) else None
+            return shape if any(isinstance(s, SymExpr) for s in shape) else None
+        if name == "arange" and len(args) == 1 and not literal:
             n = self.size_of(args[0])
             return (n,) if isinstance(n, SymExpr) else None
         return None
