@@ -366,7 +366,7 @@ def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef, look_for_p
     for index, stmt in enumerate(fn.body):
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
             target = stmt.targets[0]
-            subject = _shape_subject(stmt.value)
+            subject = shape_subject(stmt.value)
             if subject in params and not any(isinstance(e, ast.Starred) for e in target.elts):
                 evidence.append((index, subject, len(target.elts)))
                 continue
@@ -404,7 +404,8 @@ def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef, look_for_p
     return {k: v for k, v in ranks.items() if k not in conflicts and 0 < v <= 8}
 
 
-def _shape_subject(value: ast.expr) -> str | None:
+def shape_subject(value: ast.expr) -> str | None:
+    """`x` of `x.shape` / `x.size()` (what an unpacking `B, T, C = ...` gives the rank of)."""
     if isinstance(value, ast.Attribute) and value.attr == "shape" and isinstance(value.value, ast.Name):
         return value.value.id
     if (
@@ -447,5 +448,5 @@ def _assigned_names(stmt: ast.stmt) -> set[str]:
     return out
 
 
-__all__ = ["SizesMixin", "SymSlice", "infer_parameter_ranks", "size_value"]
+__all__ = ["SizesMixin", "SymSlice", "infer_parameter_ranks", "shape_subject", "size_value"]
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.interp_sizes import shape_subject
 from stridelens.server.analysis.interp_support import (
     Scope,
     _covers_its_storage,
@@ -66,16 +67,12 @@ class StatementsMixin:
 
     def _rank_from_unpacking(self: Interpreter, value: ast.expr, rank: int, scope: Scope) -> None:
         """`B, C, T = x.shape` says x has 3 dims: give x one size per dim, if it has none."""
-        subject: ast.expr | None = None
-        if isinstance(value, ast.Attribute) and value.attr == "shape":
-            subject = value.value
-        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size" and not value.args:
-            subject = value.func.value
-        if not isinstance(subject, ast.Name):
+        subject = shape_subject(value)
+        if subject is None:
             return
-        fact = scope.lookup(subject.id)
+        fact = scope.lookup(subject)
         if isinstance(fact, TensorFact) and fact.shape is None and fact.sym is None and fact.meta is None:
-            self._rebind_in_place(subject.id, self.with_rank(fact, rank, subject.id), scope)
+            self._rebind_in_place(subject, self.with_rank(fact, rank, subject), scope)
 
     def _rebind_in_place(self: Interpreter, name: str, fact: TensorFact, scope: Scope) -> None:
         holder: Scope | None = scope

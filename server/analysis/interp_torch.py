@@ -142,7 +142,7 @@ class TorchCallsMixin:
             data = args[0]
             if not isinstance(data, Const) or _literal_size(data.value) > MAX_LITERAL_ELEMENTS:
                 return symbolic
-        sym_shape = self.symops.factory(name, args, kwargs, None)
+        sym_shape = self.symops.factory(name, args, kwargs)
         if sym_shape is not None:
             dtype = kwargs.get("dtype")
             dtype_name = _dtype_of(dtype) if dtype is not None else ("int64" if name == "arange" else ("float32" if name != "full" else None))
@@ -150,7 +150,7 @@ class TorchCallsMixin:
         if not self.replay:
             if all(self._sized(v) for v in [*args, *kwargs.values()]):
                 self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
-            literal = self.symops.factory(name, args, kwargs, None, literal=True) if fresh_layout else None
+            literal = self.symops.factory(name, args, kwargs, literal=True) if fresh_layout else None
             if literal is not None:
                 # Without torch, the stride algebra gives the same layouts replay would.
                 layout = lay.contiguous(literal)

@@ -933,9 +933,7 @@ class SymbolicOps:
                 return None
         return layout
 
-    def factory(
-        self, name: str, args: list[Value], kwargs: dict[str, Value], like: TensorFact | None, literal: bool = False
-    ) -> tuple[Size, ...] | None:
+    def factory(self, name: str, args: list[Value], kwargs: dict[str, Value], literal: bool = False) -> tuple[Size, ...] | None:
         """The shape of `torch.zeros(B, T)` & co. with symbolic sizes (also with only literal
         ones when `literal`), or None."""
         if name in ("zeros", "ones", "empty", "randn", "rand", "full"):
