@@ -88,6 +88,9 @@ class Analysis:
     # Symbolic analyses only: storages whose sizes an exact (replayed) pass would know.
     sized_storages: set[int] = field(default_factory=set)
     _parents: dict[ast.AST, ast.AST] | None = field(default=None, repr=False)
+    # What lazily rendered facts read their names from (the interpreter's scope snapshots):
+    # they hold it weakly, so the analysis keeps it alive, and no cycle keeps the analysis.
+    renderer_state: object = field(default=None, repr=False, compare=False)
 
     def fact_of(self, node: ast.AST) -> TensorFact | None:
         value = self.values.get(node)
@@ -214,6 +217,7 @@ def analyze_source(
         exact=replay,
         grad_enabled=interpreter.grad_enabled,
         sized_storages=interpreter.sized_storages,
+        renderer_state=interpreter,
     )
 
 

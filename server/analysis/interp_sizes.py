@@ -9,6 +9,7 @@ torch calls.
 from __future__ import annotations
 
 import ast
+import weakref
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +73,7 @@ class SizesMixin:
     _current_scope: Scope | None
     _opaque_tensors: dict[int, TensorFact]
     _keep_alive: list[Any]
+    _snapshots: list[ScopeSnapshot]
 
     def fresh_storage(self) -> int:  # pragma: no cover - Interpreter defines it
         raise NotImplementedError
@@ -89,11 +91,9 @@ class SizesMixin:
         # Written out only when asked (hover, explain, a message): most recorded facts never
         # are. The names and equal sizes are taken as they are now, at this line.
         snapshot = ScopeSnapshot(scope)
-        equal = dict(self.symops.equal)
-        ctx = NameContext(
-            lambda path: self.resolve_path(path, snapshot, equal),  # type: ignore[arg-type]
-            lambda key, layout: self._tensor_name(key, layout, snapshot),  # type: ignore[arg-type]
-        )
+        self._snapshots.append(snapshot)
+        names_here = _NamesAtLine(self, snapshot, dict(self.symops.equal))
+        ctx = NameContext(names_here.resolve, names_here.tensor_name)
         return with_fields(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, ctx), grad_unknown=grad_unknown)
 
     def resolve_path(self, path: Path, scope: Scope, equal: dict[int, Size] | None = None) -> Size | None:
@@ -321,7 +321,7 @@ class SizesMixin:
 class ScopeSnapshot:
     """The names of a scope chain as they are at one line (`Scope.lookup`, `env`, `parent`)."""
 
-    __slots__ = ("env", "parent")
+    __slots__ = ("__weakref__", "env", "parent")
 
     def __init__(self, scope: Any) -> None:
         # The innermost names are copied; the enclosing ones (the module's, complete once
@@ -334,6 +334,33 @@ class ScopeSnapshot:
         if value is not None or self.parent is None:
             return value
         return self.parent.lookup(name)
+
+
+class _NamesAtLine:
+    """The names of one line, for a rendering done later. Weak references: the facts that
+    carry the rendering live in the snapshot's own names, and the interpreter (kept by the
+    `Analysis`) owns the snapshots, so a strong link would close a cycle and leave every
+    analysis to the cyclic GC. Once the analysis is gone, nothing resolves (unknown, not
+    wrong)."""
+
+    __slots__ = ("_equal", "_interp", "_snapshot")
+
+    def __init__(self, interp: Any, snapshot: ScopeSnapshot, equal: dict[int, Size]) -> None:
+        self._interp = weakref.ref(interp)
+        self._snapshot = weakref.ref(snapshot)
+        self._equal = equal
+
+    def resolve(self, path: Path) -> Size | None:
+        interp, snapshot = self._interp(), self._snapshot()
+        if interp is None or snapshot is None:
+            return None
+        return interp.resolve_path(path, snapshot, self._equal)  # type: ignore[no-any-return]
+
+    def tensor_name(self, key: int, layout: object) -> str | None:
+        interp, snapshot = self._interp(), self._snapshot()
+        if interp is None or snapshot is None:
+            return None
+        return interp._tensor_name(key, layout, snapshot)  # type: ignore[no-any-return]
 
 
 class LazyRendering:

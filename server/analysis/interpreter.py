@@ -64,6 +64,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.symops = SymbolicOps(self)
         self._current_node: ast.AST | None = None
         self._keep_alive: list[Any] = []
+        # Scope snapshots that lazy renderings read (weakly: see `_NamesAtLine`).
+        self._snapshots: list[Any] = []
         self._opaque_tensors: dict[int, TensorFact] = {}
         self._current_scope: Scope | None = None
         self.replay = replay

@@ -11,6 +11,7 @@ the size-free facts (view of `x`, carries a graph, ...).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 from typing import Any
 
@@ -110,7 +111,9 @@ def module_arg(module: ModuleValue, name: str) -> Value | None:
 
 class SymbolicOps:
     def __init__(self, interp: Any) -> None:
-        self.interp = interp
+        # Weak: the interpreter owns these ops, and a cycle would keep each file's whole
+        # analysis (AST included) alive until the cyclic GC, which then dominates `check` time.
+        self._interp = weakref.ref(interp)
         self.names = interp.names
         # Sizes an op proved equal (`nn.Linear(C, ...)` applied to x: x.shape[-1] == C):
         # atom -> the expression it equals. Every size is read through `canon`.
@@ -119,6 +122,10 @@ class SymbolicOps:
         # `view` argument): arithmetic on them gives numbers, not tensors.
         self.int_atoms: set[int] = set()
         self._weights: dict[int, int] = {}
+
+    @property
+    def interp(self) -> Any:
+        return self._interp()
 
     def mark_int(self, values: list[Value]) -> None:
         for value in values:

@@ -9,9 +9,13 @@ import pytest
 from stridelens.server.analysis import analyze_source
 from tests.analysis.oracle import analyse, contradictions, run_for_real_all
 
+# A fact writes out its symbolic sizes from the names of its analysis, which it refers to
+# weakly (no cycle keeps an analysis alive): the analyses stay here while their facts are read.
+_ANALYSES: dict[str, object] = {}
+
 
 def fact_at_name(code: str, name: str, occurrence: int = 0):
-    analysis = analyze_source(code)
+    analysis = _ANALYSES.get(code) or _ANALYSES.setdefault(code, analyze_source(code))
     nodes = [
         n
         for n in ast.walk(analysis.tree)
