@@ -313,25 +313,93 @@ def step_optimizer_text(analysis: Analysis, step: ast.Call) -> str | None:
 PARAM_ATTRS = frozenset({"weight", "bias", "grad"})
 
 
+_PARAM_METHODS = frozenset({"parameters", "buffers"})
+_NAMED_PARAM_METHODS = frozenset({"named_parameters", "named_buffers"})
+
+
+def _param_source(node: ast.expr, dicts: set[str]) -> str | None:
+    """What iterating `node` gives: "tensor" (`m.parameters()`, `group["params"]`), "named"
+    ((name, tensor) pairs: `m.named_parameters()`, `m.state_dict().items()`), or None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method = node.func.attr
+        if method in _PARAM_METHODS:
+            return "tensor"
+        if method in _NAMED_PARAM_METHODS:
+            return "named"
+        if method == "items" and _is_param_dict(node.func.value, dicts):
+            return "named"
+        if method == "values" and _is_param_dict(node.func.value, dicts):
+            return "tensor"
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == "params":
+        return "tensor"  # an optimizer's `for p in group["params"]`
+    return None
+
+
+def _is_param_dict(node: ast.expr, dicts: set[str]) -> bool:
+    """`m.state_dict()`, `dict(m.named_parameters())`, or a name/attribute bound to one."""
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "state_dict":
+            return True
+        if isinstance(node.func, ast.Name) and node.func.id == "dict" and len(node.args) == 1:
+            return _param_source(node.args[0], dicts) == "named"
+        return False
+    if isinstance(node, ast.IfExp):
+        return _is_param_dict(node.body, dicts) and _is_param_dict(node.orelse, dicts)
+    name = dotted(node)
+    return name is not None and name in dicts
+
+
+def _bind_param_target(target: ast.expr, source: str | None, names: set[str]) -> None:
+    if source == "tensor" and isinstance(target, ast.Name):
+        names.add(target.id)
+    elif source == "named" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+        if isinstance(target.elts[1], ast.Name):
+            names.add(target.elts[1].id)
+
+
 def param_loop_names(analysis: Analysis) -> set[str]:
-    """Names bound by `for p in m.parameters()` / `for n, p in m.named_parameters()`."""
+    """Names bound to parameters or buffers by a loop: `for p in m.parameters()`, `for n, p in
+    m.named_parameters()`, `for k, v in m.state_dict().items()`, `for p in group["params"]`,
+    and `zip(...)` of those (`for a, b in zip(m.parameters(), ema.parameters())`)."""
     index = index_of(analysis)
     cached = getattr(index, "_param_names", None)
     if isinstance(cached, set):
         return cached
+    dicts = param_dict_names(analysis)
     names: set[str] = set()
     for loop in index.loops:
-        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.iter, ast.Call):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
             continue
-        method = call_name(loop.iter)
-        if method == "parameters" and isinstance(loop.target, ast.Name):
-            names.add(loop.target.id)
-        elif method == "named_parameters" and isinstance(loop.target, ast.Tuple) and len(loop.target.elts) == 2:
-            second = loop.target.elts[1]
-            if isinstance(second, ast.Name):
-                names.add(second.id)
+        it, target = loop.iter, loop.target
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args:
+            if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                it, target = it.args[0], target.elts[1]
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip":
+            if isinstance(target, ast.Tuple) and len(target.elts) == len(it.args):
+                for arg, sub in zip(it.args, target.elts, strict=True):
+                    _bind_param_target(sub, _param_source(arg, dicts), names)
+            continue
+        _bind_param_target(target, _param_source(it, dicts), names)
     index._param_names = names  # type: ignore[attr-defined]
     return names
+
+
+def param_dict_names(analysis: Analysis) -> set[str]:
+    """Names and `self.` attributes bound to a dict of parameters (`sd = m.state_dict()`)."""
+    index = index_of(analysis)
+    cached = getattr(index, "_param_dicts", None)
+    if isinstance(cached, set):
+        return cached
+    dicts: set[str] = set()
+    # From the (few) calls that build one up to their statement: no walk of the tree.
+    for call in [*index.by_name.get("state_dict", ()), *index.by_name.get("dict", ())]:
+        stmt = enclosing_stmt(index, call)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            name = dotted(stmt.targets[0])
+            if name is not None and _is_param_dict(stmt.value, dicts):
+                dicts.add(name)
+    index._param_dicts = dicts  # type: ignore[attr-defined]
+    return dicts
 
 
 def is_tensor_expr(analysis: Analysis, node: ast.expr) -> bool:
@@ -343,6 +411,8 @@ def is_tensor_expr(analysis: Analysis, node: ast.expr) -> bool:
         return False
     if isinstance(node, ast.Attribute) and node.attr in PARAM_ATTRS:
         return True
+    if isinstance(node, ast.Subscript) and _is_param_dict(node.value, param_dict_names(analysis)):
+        return True  # `state_dict[k]`, `src_parameters[k]`
     return isinstance(node, ast.Name) and node.id in param_loop_names(analysis)
 
 

@@ -1,4 +1,4 @@
-"""Autograd rules: graphs kept alive or freed, detached storage, grad flags (SL201–SL205, SL207, SL208)."""
+"""Autograd rules: graphs kept alive or freed, detached storage, grad flags (SL201–SL203, SL205, SL207, SL208)."""
 
 from __future__ import annotations
 
@@ -8,32 +8,32 @@ from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
+    PARAM_ATTRS,
     SCOPE_NODES,
     Index,
     append_edit,
     call_from_attr_range,
-    dot_attr_range,
+    dotted,
     enclosing,
     enclosing_scope,
     enclosing_stmt,
     index_of,
     is_backward_call,
     is_optimizer_step,
-    is_tensor_expr,
     keyword_true,
     line_indent,
     make_finding,
     node_range,
-    replace_range,
+    param_loop_names,
     segment,
     short,
     stores_name,
-    torch_alias,
     torch_path,
     walk_body,
     walk_scope,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
+from stridelens.server.rules.data_attr import INPLACE_EXEMPT
 
 # ----------------------------------------------------------------------------- SL201
 
@@ -409,95 +409,6 @@ SL203 = register(
 )
 
 
-# ----------------------------------------------------------------------------- SL204
-_INPLACE_EXEMPT = frozenset({"requires_grad_", "retain_grad"})
-
-
-def _data_use(index_parents: dict[ast.AST, ast.AST], node: ast.Attribute) -> str:
-    """"write" when `.data` is assigned or mutated in place, else "read"."""
-    if isinstance(node.ctx, ast.Store):
-        return "assign"
-    parent = index_parents.get(node)
-    if isinstance(parent, ast.Attribute) and isinstance(index_parents.get(parent), ast.Call):
-        call = index_parents[parent]
-        if isinstance(call, ast.Call) and call.func is parent and parent.attr.endswith("_") and parent.attr not in _INPLACE_EXEMPT:
-            return "inplace"
-    if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
-        return "inplace"
-    if isinstance(parent, ast.AugAssign) and parent.target is node:
-        return "inplace"
-    return "read"
-
-
-def check_data_attr(analysis: Analysis) -> list[Finding]:
-    out: list[Finding] = []
-    index = index_of(analysis)
-    torch_name = torch_alias(analysis)
-    for attr in index.attributes:
-        if attr.attr != "data" or not is_tensor_expr(analysis, attr.value):
-            continue
-        use = _data_use(index.parents, attr)
-        where = dot_attr_range(analysis, attr)
-        fix: Fix | None = None
-        if use == "read":
-            fix = Fix("Use `.detach()`", (replace_range(where, ".detach()"),))
-            message = (
-                "`.data` bypasses autograd: the result shares storage but the version counter "
-                "does not see later writes, so wrong gradients go unnoticed; use `.detach()`"
-            )
-        else:
-            message = (
-                "in-place update through `.data` is invisible to autograd (gradients are silently "
-                "computed from the changed value); do it on the tensor itself under `torch.no_grad()`"
-            )
-            stmt = enclosing_stmt(index, attr)
-            if use == "inplace" and torch_name is not None and isinstance(stmt, (ast.Expr, ast.AugAssign, ast.Assign)):
-                fix = _no_grad_fix(analysis, stmt, attr, torch_name)
-        out.append(make_finding(analysis, SL204, where, message, fix))
-    return out
-
-
-def _no_grad_fix(analysis: Analysis, stmt: ast.stmt, attr: ast.Attribute, torch_name: str) -> Fix | None:
-    if stmt.lineno != stmt.end_lineno:
-        return None
-    line = stmt.lineno
-    text = analysis.lines[line - 1]
-    indent = line_indent(analysis, line)
-    start = analysis.char_col(line, stmt.col_offset)
-    end = analysis.char_col(line, stmt.end_col_offset or 0)
-    if start != len(indent) or (text[end:].strip() and not text[end:].strip().startswith("#")):
-        return None
-    d_line, d_col, _, d_end = dot_attr_range(analysis, attr)
-    if d_line != line:
-        return None
-    body = text[start : d_col - 1] + text[d_end - 1 : end]
-    new = f"{indent}with {torch_name}.no_grad():\n{indent}    {body}"
-    return Fix("Update under `torch.no_grad()` instead of through `.data`", (TextEdit(line, 1, line, end + 1, new),))
-
-
-SL204 = register(
-    Rule(
-        code="SL204",
-        name="data-attr",
-        severity=Severity.WARNING,
-        summary="`.data` on a tensor or parameter",
-        doc=RuleDoc(
-            what="Flags `.data` on something the analysis knows is a tensor or parameter (a "
-            "tensor fact, `.weight`/`.bias`/`.grad`, a `for p in model.parameters()` loop "
-            "variable). `.data` of datasets and other objects is left alone.",
-            why="`.data` is a pre-0.4 leftover: it returns a tensor sharing storage but outside "
-            "autograd's version tracking, so an in-place change through it is silent and the "
-            "gradients are computed from the changed value. `.detach()` shares storage too but "
-            "makes such a bug raise at backward instead.",
-            example="w = model.weight.data  # SL204\nfor p in model.parameters():\n    p.data.mul_(0.9)  # SL204",
-            fix="For reads, `.detach()` (the quick fix). For in-place updates, do them on the "
-            "tensor itself inside `with torch.no_grad():` (the quick fix wraps the statement).",
-        ),
-        check=check_data_attr,
-    )
-)
-
-
 # ----------------------------------------------------------------------------- SL205
 def _is_detach_call(node: ast.AST) -> bool:
     return (
@@ -513,7 +424,7 @@ def _mutated(analysis: Analysis, index_parents: dict[ast.AST, ast.AST], stmt: as
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         func = stmt.value.func
         if isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.endswith("__"):
-            if func.attr not in _INPLACE_EXEMPT:
+            if func.attr not in INPLACE_EXEMPT:
                 return func.value, stmt.value
     if isinstance(stmt, ast.AugAssign):
         target = stmt.target.value if isinstance(stmt.target, ast.Subscript) else stmt.target
@@ -539,6 +450,8 @@ def check_detach_shares_storage(analysis: Analysis) -> list[Finding]:
             target, report = hit
             if _is_detach_call(target):
                 assert isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute)
+                if not _activation(analysis, target.func.value):
+                    continue
                 source = segment(analysis, target.func.value)
                 fix = Fix("Use `.detach().clone()`", tuple(append_edit(analysis, target, ".clone()")))
                 out.append(_sl205(analysis, report, source, fix))
@@ -551,10 +464,29 @@ def check_detach_shares_storage(analysis: Analysis) -> list[Finding]:
             definition = _detach_definition(analysis, body, target.id, stmt)
             if definition is None:
                 continue  # e.g. bound from `.data`: SL204's business
+            if isinstance(definition.func, ast.Attribute) and not _activation(analysis, definition.func.value):
+                continue
             fix = Fix("Use `.detach().clone()`", tuple(append_edit(analysis, definition, ".clone()")))
             source = segment(analysis, definition.func.value) if isinstance(definition.func, ast.Attribute) else "?"
             out.append(_sl205(analysis, report, source, fix))
     return out
+
+
+def _activation(analysis: Analysis, source: ast.expr) -> bool:
+    """Whether the detached tensor may be an activation. Writes into a `.grad`, a parameter
+    or buffer (`.weight`, `self.<attr>`, a loop over `parameters()`) are deliberate updates
+    of state nobody saved for backward: timm's `p.grad.detach().copy_(...)`, Lightning's
+    `dst_param.detach().copy_(src)`."""
+    node = source
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    chain = dotted(node) or ""
+    parts = chain.split(".")
+    if any(part in PARAM_ATTRS for part in parts[1:]):
+        return False
+    if len(parts) > 1 and parts[0] == "self":
+        return False
+    return not (isinstance(node, ast.Name) and node.id in param_loop_names(analysis))
 
 
 def _detach_definition(analysis: Analysis, body: list[ast.stmt], name: str, before: ast.stmt) -> ast.Call | None:

@@ -7,7 +7,7 @@ import re
 
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import ClassInfo, InstanceValue, ModuleValue
-from stridelens.server.rules import register
+from stridelens.server.rules import grad_mode, register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
     call_name,
@@ -27,6 +27,7 @@ from stridelens.server.rules._helpers import (
     wrap_statement_edit,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
+from stridelens.server.rules.grad_mode import GradMode
 
 # ----------------------------------------------------------------------------- SL206
 _INFERENCE_FUNCTION = re.compile(r"^_*(evaluate|eval|validate|validation|predict|infer|inference)(_|$)", re.IGNORECASE)
@@ -57,21 +58,16 @@ def _module_functions(analysis: Analysis) -> set[str]:
     return {s.name for s in analysis.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
+# Methods that run a model's forward by another name (`model.encode(src)`). Not `generate`:
+# transformers decorates its `generate` with `torch.no_grad()` itself.
+_FORWARD_METHOD = re.compile(
+    r"^(forward\w*|encode\w*|decode\w*|greedy_decode|beam_search\w*|predict\w*|infer\w*|sample|translate|"
+    r"embed\w*|extract_features)$"
+)
+
+
 def _trains(body: list[ast.stmt]) -> bool:
     return any(is_backward_call(node) or is_optimizer_step(node) for node in walk_body(body))
-
-
-def _called_without_grad(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """`fn` is called somewhere in the file only from code where grad is off."""
-    index = index_of(analysis)
-    calls = [c for c in index.by_name.get(fn.name, ()) if call_name(c) == fn.name]
-    if not calls:
-        return False
-    for call in calls:
-        stmt = enclosing_stmt(index, call)
-        if stmt is None or analysis.grad_enabled_at(stmt) is not False:
-            return False
-    return True
 
 
 def _submodule_of_self(fn: ast.AST | None, callee: ast.expr) -> bool:
@@ -89,61 +85,146 @@ def _submodule_of_self(fn: ast.AST | None, callee: ast.expr) -> bool:
     )
 
 
+def _toggle(analysis: Analysis, call: ast.Call) -> tuple[str, bool] | None:
+    """`model.eval()` -> ("model", True); `model.train()` -> ("model", False)."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr in ("eval", "train") and not call.args[1:]):
+        return None
+    key = _model_key(analysis, func.value)
+    if key is None:
+        return None
+    if func.attr == "eval":
+        return (key, True) if not call.args else None
+    off = call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value is False
+    return key, bool(off)
+
+
+def _scopes(analysis: Analysis) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, list[ast.stmt]]]:
+    index = index_of(analysis)
+    return [(None, analysis.tree.body), *[(fn, fn.body) for fn in index.functions]]
+
+
+def _evaluated_at_calls(analysis: Analysis) -> dict[ast.Call, frozenset[str]]:
+    """The models in eval mode at each call of the file (for `eval()` in a caller)."""
+    at: dict[ast.Call, frozenset[str]] = {}
+    for _fn, body in _scopes(analysis):
+        evaluated: set[str] = set()
+        for node in walk_body(body):
+            if isinstance(node, ast.Call):
+                toggle = _toggle(analysis, node)
+                if toggle is not None:
+                    (evaluated.add if toggle[1] else evaluated.discard)(toggle[0])
+                elif evaluated:
+                    at[node] = frozenset(evaluated)
+    return at
+
+
+def _params_evaluated_by_callers(
+    analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef, at: dict[ast.Call, frozenset[str]]
+) -> dict[str, str]:
+    """Parameters every call site of `fn` passes a model in eval mode to: param -> caller."""
+    calls = grad_mode.callers(analysis, fn)
+    if not calls:
+        return {}
+    params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    if params and params[0] in ("self", "cls") and isinstance(index_of(analysis).parents.get(fn), ast.ClassDef):
+        params = params[1:]
+    found: dict[str, str] | None = None
+    for call in calls:
+        evaluated = at.get(call, frozenset())
+        here: dict[str, str] = {}
+        caller = grad_mode.local_mode(analysis, call)[1]
+        for param, arg in zip(params, call.args, strict=False):
+            key = _model_key(analysis, arg)
+            if key is not None and key in evaluated:
+                here[param] = getattr(caller, "name", "the caller")
+        for kw in call.keywords:
+            key = _model_key(analysis, kw.value) if kw.arg in params else None
+            if kw.arg is not None and key is not None and key in evaluated:
+                here[kw.arg] = getattr(caller, "name", "the caller")
+        found = here if found is None else {k: v for k, v in found.items() if k in here}
+    return found or {}
+
+
+def _forward_of(analysis: Analysis, call: ast.Call) -> tuple[str, str] | None:
+    """(model key, how it is called) for `model(x)` or `model.encode(x)`."""
+    key = _model_key(analysis, call.func)
+    if key is not None:
+        return key, f"forward of `{key}`"
+    func = call.func
+    if isinstance(func, ast.Attribute) and _FORWARD_METHOD.match(func.attr):
+        key = _model_key(analysis, func.value)
+        if key is not None:
+            return key, f"`{key}.{func.attr}(...)`"
+    return None
+
+
 def check_inference_without_no_grad(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
     if not index.by_name.get("eval") and not any(_INFERENCE_FUNCTION.search(fn.name) for fn in index.functions):
         return out
     torch_name = torch_alias(analysis)
-    scopes: list[tuple[ast.AST | None, list[ast.stmt]]] = [(None, analysis.tree.body)]
-    scopes += [(fn, fn.body) for fn in index.functions]
-    for fn, body in scopes:
-        if _trains(body):
-            continue
-        inference_fn = (
-            isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and bool(_INFERENCE_FUNCTION.search(fn.name))
-            and not _called_without_grad(analysis, fn)
+    at = _evaluated_at_calls(analysis) if index.by_name.get("eval") else {}
+
+    def report(node: ast.Call, how: str, why: str) -> None:
+        stmt = enclosing_stmt(index, node)
+        assert stmt is not None
+        fix = None
+        if torch_name is not None and isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AnnAssign)):
+            edit = wrap_statement_edit(analysis, stmt, f"with {torch_name}.inference_mode()")
+            if edit is not None:
+                fix = Fix("Wrap in `with torch.inference_mode():`", (edit,))
+        message = (
+            f"{how} {why} runs with autograd on: it records a graph and keeps every activation "
+            "for a backward that never comes; wrap it in `torch.inference_mode()` or `torch.no_grad()`"
         )
-        evaluated: set[str] = set()
+        out.append(make_finding(analysis, SL206, node_range(analysis, node), message, fix))
+
+    for fn, body in _scopes(analysis):
+        by_callers = _params_evaluated_by_callers(analysis, fn, at) if fn is not None and at else {}
+        evaluated: dict[str, str] = {p: f"after `{p}.eval()` in `{caller}`" for p, caller in by_callers.items()}
+        named = (
+            fn is not None and bool(_INFERENCE_FUNCTION.search(fn.name)) and not _trains(body)
+        )
+        # Forwards after `eval()` wait here until the model goes back to `train()` (reported)
+        # or a backward / optimizer step uses them (training in eval mode: dropped).
+        pending: dict[str, list[tuple[ast.Call, str, str]]] = {}
         for node in walk_body(body):
+            if is_backward_call(node) or is_optimizer_step(node):
+                for key in evaluated:
+                    pending.pop(key, None)
+                continue
             if not isinstance(node, ast.Call):
                 continue
-            func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in ("eval", "train") and not node.args[1:]:
-                key = _model_key(analysis, func.value)
-                if key is not None:
-                    if func.attr == "eval" and not node.args:
-                        evaluated.add(key)
-                    elif func.attr == "train" and not (
-                        node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value is False
-                    ):
-                        evaluated.discard(key)
+            toggle = _toggle(analysis, node)
+            if toggle is not None:
+                key, on = toggle
+                if on:
+                    evaluated[key] = f"after `{key}.eval()`"
+                else:
+                    evaluated.pop(key, None)
+                    for hit in pending.pop(key, []):
+                        report(*hit)
                 continue
-            key = _model_key(analysis, func)
-            if key is None or not (key in evaluated or inference_fn):
+            forward = _forward_of(analysis, node)
+            if forward is None or (not node.args and not node.keywords):
                 continue
-            if key not in evaluated and _submodule_of_self(fn, func):
-                continue
-            if not node.args and not node.keywords:
-                continue
-            stmt = enclosing_stmt(index, node)
-            if stmt is None or analysis.grad_enabled_at(stmt) is not True:
-                continue
+            key, how = forward
             if enclosing(index, node, (ast.Lambda,)) is not None:
                 continue
-            why = f"after `{key}.eval()`" if key in evaluated else f"in `{getattr(fn, 'name', '?')}`"
-            fix = None
-            if torch_name is not None and isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AnnAssign)):
-                edit = wrap_statement_edit(analysis, stmt, f"with {torch_name}.inference_mode()")
-                if edit is not None:
-                    fix = Fix("Wrap in `with torch.inference_mode():`", (edit,))
-            message = (
-                f"forward of `{key}` {why} runs with autograd on: it records a graph and keeps "
-                "every activation for a backward that never comes; wrap it in "
-                "`torch.inference_mode()` or `torch.no_grad()`"
-            )
-            out.append(make_finding(analysis, SL206, node_range(analysis, node), message, fix))
+            stmt = enclosing_stmt(index, node)
+            if stmt is None:
+                continue
+            mode = grad_mode.mode_at(analysis, stmt)
+            if key in evaluated:
+                if mode is not GradMode.OFF:  # the eval() is the evidence: unknown callers do not silence it
+                    pending.setdefault(key, []).append((node, how, evaluated[key]))
+            elif named and mode is GradMode.ON and not _submodule_of_self(fn, node.func) and key == _model_key(analysis, node.func):
+                report(node, how, f"in `{getattr(fn, 'name', '?')}`")
+        for hits in pending.values():
+            for hit in hits:
+                report(*hit)
     return out
 
 
