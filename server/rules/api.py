@@ -10,6 +10,7 @@ from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     attr_name_range,
     call_from_attr_range,
+    enclosing,
     index_of,
     is_tensor_expr,
     make_finding,
@@ -18,21 +19,94 @@ from stridelens.server.rules._helpers import (
     segment,
     short,
     torch_path,
+    walk_body,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
 
-
 # ----------------------------------------------------------------------------- SL210
-def _holds_tensors(analysis: Analysis, data: ast.expr) -> bool:
+# `torch.*` functions that return something other than a tensor.
+_NOT_TENSOR_FUNCTIONS = frozenset(
+    {"Size", "device", "dtype", "is_tensor", "is_floating_point", "is_complex", "numel", "get_default_dtype",
+     "no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "manual_seed", "load", "save", "finfo", "iinfo",
+     "is_grad_enabled", "compile", "jit", "typename"}
+)
+_NOT_TENSOR_MODULES = ("torch.cuda", "torch.backends", "torch.distributed", "torch.utils", "torch.nn", "torch.optim")
+# Model-output attributes holding tensors: transformers' `ModelOutput.loss` / `.logits`.
+_OUTPUT_TENSORS = frozenset({"loss", "logits"})
+
+
+def _tensor_like(analysis: Analysis, node: ast.expr, bound: dict[str, ast.expr], depth: int = 0) -> bool:
+    """A tensor by the facts, a `torch.*` result, a model output's `.loss`, or a name bound to one."""
+    if isinstance(analysis.values.get(node), TensorFact):
+        return True
+    if isinstance(node, ast.Call):
+        path = torch_path(analysis, node.func)
+        if path is None or not path.startswith("torch.") or path.startswith(_NOT_TENSOR_MODULES):
+            return False
+        return path.rsplit(".", 1)[-1] not in _NOT_TENSOR_FUNCTIONS
+    if isinstance(node, ast.Attribute):
+        return node.attr in _OUTPUT_TENSORS and isinstance(node.value, (ast.Name, ast.Attribute))
+    if isinstance(node, ast.Name) and depth < 3 and node.id in bound:
+        return _tensor_like(analysis, bound[node.id], bound, depth + 1)
+    return False
+
+
+def _scope_bindings(analysis: Analysis, call: ast.Call) -> tuple[dict[str, ast.expr], dict[str, list[ast.expr]]]:
+    """In the function holding `call`, before it: the last plain assignment of each name, and
+    the values appended to each name (`losses.append(loss)`)."""
+    index = index_of(analysis)
+    scope = enclosing(index, call, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    body = scope.body if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else analysis.tree.body
+    bound: dict[str, ast.expr] = {}
+    appended: dict[str, list[ast.expr]] = {}
+    for node in walk_body(body if isinstance(body, list) else []):
+        if getattr(node, "lineno", 0) >= call.lineno:
+            break
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            bound[node.targets[0].id] = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and isinstance(node.func.value, ast.Name)
+            and len(node.args) == 1
+        ):
+            appended.setdefault(node.func.value.id, []).append(node.args[0])
+    return bound, appended
+
+
+def _holds_tensors(analysis: Analysis, data: ast.expr, call: ast.Call) -> bool:
+    bound, appended = _scope_bindings(analysis, call)
     if isinstance(data, (ast.List, ast.Tuple)):
-        return any(isinstance(analysis.values.get(e), TensorFact) for e in data.elts)
+        return any(_tensor_like(analysis, e, bound) for e in data.elts)
     if isinstance(data, (ast.ListComp, ast.GeneratorExp)):
-        return isinstance(analysis.values.get(data.elt), TensorFact)
+        return _tensor_like(analysis, data.elt, bound)
     value = analysis.values.get(data)
     if isinstance(value, SeqValue):
         return any(isinstance(i, TensorFact) for i in value.items)
     if isinstance(value, ListOf):
         return isinstance(value.item, TensorFact)
+    if isinstance(data, ast.Name) and data.id in appended:
+        # `losses = []` ... `losses.append(loss)`: a list of what was appended
+        return any(_tensor_like(analysis, v, bound) for v in appended[data.id])
+    return False
+
+
+def _type_checked(analysis: Analysis, call: ast.Call, data: ast.expr) -> bool:
+    """Inside an `if` that tests `isinstance(<data...>, torch.Tensor)`: the code already
+    handles tensors on its other branch (timm's naflex collate)."""
+    names = {n.id for n in ast.walk(data) if isinstance(n, ast.Name)}
+    index = index_of(analysis)
+    node: ast.AST | None = index.parents.get(call)
+    while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            for sub in ast.walk(node.test):
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "isinstance" and len(sub.args) == 2:
+                    checked = {n.id for n in ast.walk(sub.args[0]) if isinstance(n, ast.Name)}
+                    kind = segment(analysis, sub.args[1])
+                    if checked & names and "Tensor" in kind:
+                        return True
+        node = index.parents.get(node)
     return False
 
 
@@ -42,7 +116,7 @@ def check_tensor_from_tensors(analysis: Analysis) -> list[Finding]:
         if torch_path(analysis, call.func) != "torch.tensor" or len(call.args) != 1:
             continue
         data = call.args[0]
-        if not _holds_tensors(analysis, data):
+        if not _holds_tensors(analysis, data, call) or _type_checked(analysis, call, data):
             continue
         fix = None
         if not call.keywords and isinstance(call.func, ast.Attribute):

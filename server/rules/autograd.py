@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from stridelens.server.analysis import Analysis
-from stridelens.server.rules import register
+from stridelens.server.rules import grad_mode, register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
     PARAM_ATTRS,
@@ -111,13 +112,43 @@ def _in_training_code(analysis: Analysis, loop: ast.AST) -> bool:
     return index.training_scopes.get(scope if scope is not None else analysis.tree, False)
 
 
+def _evaluation_with_grad(analysis: Analysis, loop: ast.AST) -> bool:
+    """A loop outside any forward whose grad mode is known to be on: every call of its
+    function in the file runs with grad (a validation loop without `no_grad`)."""
+    fn = enclosing_scope(index_of(analysis), loop)
+    if isinstance(fn, ast.Lambda) or (fn is not None and "forward" in getattr(fn, "name", "")):
+        return False
+    return grad_mode.mode_at(analysis, loop) is grad_mode.GradMode.ON and fn is not None
+
+
+def _losses_computed_in(loop: ast.AST) -> set[str]:
+    """`loss` names a call computes in the loop (`loss = criterion(model(x), y)`): with grad
+    on, they carry a graph unless the facts say otherwise."""
+    return {
+        t.id
+        for node in walk_scope(loop)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        for t in node.targets
+        if isinstance(t, ast.Name) and "loss" in t.id.lower()
+    }
+
+
+def _is_loss(analysis: Analysis, value: ast.expr) -> bool:
+    """A 0-d value computed for logging: a graph-carrying fact of shape `()`, or a `loss` name."""
+    fact = analysis.fact_of(value)
+    if fact is not None and fact.shape == () and fact.carries_graph is True:
+        return True
+    return isinstance(value, ast.Name) and "loss" in value.id.lower()
+
+
 def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
     seen: set[ast.AST] = set()
     for loop in index.loops:
         backwarded = _backwarded_names(index, loop)
-        if not _in_training_code(analysis, loop):
+        training = _in_training_code(analysis, loop)
+        if not training and not _evaluation_with_grad(analysis, loop):
             continue  # e.g. a forward collecting per-level outputs: the graph is wanted
         for node in walk_scope(loop):
             if not isinstance(node, ast.stmt) or node in seen:
@@ -126,25 +157,65 @@ def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
                 continue
             if enclosing(index, node, LOOP_NODES) is not loop:
                 continue  # inner loops are checked on their own
-            hit = _storing(analysis, node, loop, backwarded)
+            hit = _storing(analysis, node, loop, backwarded if training else backwarded | _losses_computed_in(loop))
             if hit is None:
                 continue
             container, value, how = hit
+            if not training and not _is_loss(analysis, value):
+                continue
             if _backward_after_loop(analysis, loop, {container}):
                 continue
+            if _reset_in_loop(loop, container, node):
+                continue  # `running_loss = 0` every logging interval: nothing outlives the reset
             seen.add(node)
+            freed = _backwarded_here(value, backwarded)
             fix_text, fix_title = ".detach()", "Store `.detach()` (no graph)"
             fact = analysis.fact_of(value)
             if (how == "accumulates" and fact is not None and fact.shape == ()) or (how == "accumulates" and isinstance(value, ast.Name) and "loss" in value.id.lower()):
                 fix_text, fix_title = ".item()", "Accumulate `.item()` (a Python number)"
             fix = Fix(fix_title, tuple(append_edit(analysis, value, fix_text)))
-            message = (
-                f"`{short(segment(analysis, value))}` carries an autograd graph and `{container}` "
-                f"{how} it across loop iterations: every iteration's graph (and the activations it "
-                f"saved) stays alive; store `{fix_text}` instead"
-            )
-            out.append(make_finding(analysis, SL201, node_range(analysis, node), message, fix))
+            subject = f"`{short(segment(analysis, value))}` carries an autograd graph and `{container}` {how} it across loop iterations"
+            if freed:
+                message = (
+                    f"{subject}: backward already freed each graph's saved tensors, but every "
+                    "iteration's grad_fn nodes and 0-d loss stay alive, a slow host-memory leak; "
+                    f"store `{fix_text}` instead"
+                )
+            else:
+                message = (
+                    f"{subject}, and no backward runs on it: every iteration's whole graph, with the "
+                    f"activations it saved, stays alive, so memory grows by a forward's activations "
+                    f"per step; store `{fix_text}` instead"
+                )
+            finding = make_finding(analysis, SL201, node_range(analysis, node), message, fix)
+            out.append(replace(finding, severity=Severity.INFORMATION) if freed else finding)
     return out
+
+
+def _reset_in_loop(loop: ast.AST, name: str, stmt: ast.stmt) -> bool:
+    """`name` is rebound or cleared somewhere in the loop body (other than by `stmt`): each
+    reset drops what was kept before it."""
+    for node in walk_scope(loop):
+        if node is stmt:
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and stores_name_shallow(node, name):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "clear"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+        ):
+            return True
+        if isinstance(node, ast.Delete) and any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name for t in node.targets):
+            return True
+    return False
+
+
+def _backwarded_here(value: ast.expr, backwarded: set[str]) -> bool:
+    """Backward runs, in this iteration, on the stored tensor (or on what it was computed from)."""
+    return any(isinstance(n, ast.Name) and n.id in backwarded for n in ast.walk(value))
 
 
 def _storing(

@@ -349,6 +349,25 @@ def _zeroes_grads(loop: ast.AST) -> bool:
     return False
 
 
+def _is_dist_autograd_context(item: ast.withitem) -> bool:
+    name = dotted(item.context_expr.func) if isinstance(item.context_expr, ast.Call) else None
+    return name is not None and name.endswith("dist_autograd.context")
+
+
+def _in_dist_autograd_context(analysis: Analysis, loop: ast.AST, nodes: list[ast.AST]) -> bool:
+    """The loop's backward runs inside `with dist_autograd.context():` (inside the loop or
+    around it): gradients live in that context, a fresh one per iteration, never in `.grad`."""
+    if any(isinstance(n, (ast.With, ast.AsyncWith)) and any(_is_dist_autograd_context(i) for i in n.items) for n in nodes):
+        return True
+    index = index_of(analysis)
+    parent = index.parents.get(loop)
+    while parent is not None:
+        if isinstance(parent, (ast.With, ast.AsyncWith)) and any(_is_dist_autograd_context(i) for i in parent.items):
+            return True
+        parent = index.parents.get(parent)
+    return False
+
+
 def check_missing_zero_grad(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
@@ -358,7 +377,7 @@ def check_missing_zero_grad(analysis: Analysis) -> list[Finding]:
             continue
         nodes = list(walk_scope(loop))
         steps = [n for n in nodes if is_optimizer_step(n)]
-        if not steps or _zeroes_grads(loop):
+        if not steps or _zeroes_grads(loop) or _in_dist_autograd_context(analysis, loop, nodes):
             continue
         # Something outside the loop body's view may zero the grads: a helper taking the
         # optimizer, a closure... Only flag when the loop calls nothing that could.
