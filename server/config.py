@@ -4,6 +4,7 @@
     select = ["SL1", "SL2"]        # codes or prefixes (default: all)
     ignore = ["SL104"]
     exclude = ["legacy/"]           # extra path parts skipped by `stridelens check`
+    no-grad-functions = ["eval_step"]  # methods your framework calls with grad disabled
     [tool.stridelens.severity]
     SL208 = "warning"
 
@@ -32,6 +33,8 @@ class ProjectConfig:
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     severity: dict[str, Severity] = field(default_factory=dict)
+    # Function/method names run with grad disabled by a framework (SL204, SL206, SL201).
+    no_grad_functions: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -89,6 +92,13 @@ def parse_config(data: dict[str, Any], where: str) -> ProjectConfig:
                 config.exclude = list(value)
             else:
                 config.problems.append(f"{where}: [tool.stridelens] exclude must be a list of strings")
+        elif key == "no-grad-functions":
+            if isinstance(value, list) and all(isinstance(v, str) and v.isidentifier() for v in value):
+                config.no_grad_functions = list(value)
+            else:
+                config.problems.append(
+                    f"{where}: [tool.stridelens] no-grad-functions must be a list of function names, got {value!r}"
+                )
         elif key == "severity":
             if not isinstance(value, dict):
                 config.problems.append(f"{where}: [tool.stridelens.severity] must be a table of CODE = \"level\"")

@@ -91,6 +91,8 @@ class Analysis:
     # What lazily rendered facts read their names from (the interpreter's scope snapshots):
     # they hold it weakly, so the analysis keeps it alive, and no cycle keeps the analysis.
     renderer_state: object = field(default=None, repr=False, compare=False)
+    # Set by `run_rules`: names a framework runs with grad disabled (project configuration).
+    no_grad_functions: tuple[str, ...] = ()
 
     def fact_of(self, node: ast.AST) -> TensorFact | None:
         value = self.values.get(node)

@@ -124,6 +124,7 @@ class Settings:
     ignore: tuple[str, ...]
     severity: tuple[tuple[str, Severity], ...]
     keep_source: bool
+    no_grad_functions: tuple[str, ...] = ()
 
 
 def check_file(path: str, settings: Settings) -> FileResult:
@@ -140,7 +141,9 @@ def check_file(path: str, settings: Settings) -> FileResult:
         if needs_replay(analysis):
             analysis = analyze_source(source, path, replay=True, budget_s=BUDGET_S)
             replayed = True
-        findings = run_rules(analysis, settings.select, settings.ignore, dict(settings.severity))
+        findings = run_rules(
+            analysis, settings.select, settings.ignore, dict(settings.severity), settings.no_grad_functions
+        )
     except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
         return FileResult(path, error=f"{path}: internal error while analysing: {type(err).__name__}: {err}")
     return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed)
@@ -324,6 +327,7 @@ def run(args: argparse.Namespace) -> int:
         ignore=tuple(all_ignore),
         severity=tuple(sorted(config.severity.items())),
         keep_source=True,
+        no_grad_functions=tuple(config.no_grad_functions),
     )
     files, errors = collect_files(args.paths, config.exclude)
     failed = bool(errors)

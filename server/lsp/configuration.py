@@ -34,6 +34,7 @@ class Settings:
     inlay_hints: str = "shapes"
     replay: bool = True
     debounce_ms: int = 50
+    no_grad_functions: tuple[str, ...] = ()  # from pyproject only
 
 
 def _codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:
@@ -138,4 +139,7 @@ def project_settings(root: str | None) -> tuple[Settings, list[str]]:
     if sev:
         raw["severity"] = {k: getattr(v, "value", v) for k, v in dict(sev).items()}
     settings, problems = merge_settings(base, raw, "pyproject.toml [tool.stridelens]")
+    no_grad = getattr(cfg, "no_grad_functions", None)
+    if no_grad:
+        settings = replace(settings, no_grad_functions=tuple(no_grad))
     return settings, found + problems

@@ -50,7 +50,9 @@ def suppressed(finding: Finding, lines: list[str]) -> bool:
 
 def check(analysis: Analysis, settings: Settings, lines: list[str]) -> list[Finding]:
     """The rules chosen by the settings, without the findings a `# noqa` silences."""
-    findings = run_rules(analysis, select=settings.select, ignore=settings.ignore)
+    findings = run_rules(
+        analysis, select=settings.select, ignore=settings.ignore, no_grad_functions=settings.no_grad_functions
+    )
     return [f for f in findings if not suppressed(f, lines)]
 
 

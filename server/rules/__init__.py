@@ -37,11 +37,15 @@ def run_rules(
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
     severity: Mapping[str, Severity] | None = None,
+    no_grad_functions: Iterable[str] = (),
 ) -> list[Finding]:
     """Findings of the selected rules, `# noqa` applied, sorted by position.
 
     `severity` overrides a rule's default severity by code (from `[tool.stridelens.severity]`).
+    `no_grad_functions` names functions a framework runs with grad disabled
+    (`[tool.stridelens] no-grad-functions`), on top of `grad_mode.NO_GRAD_CONVENTIONS`.
     """
+    analysis.no_grad_functions = tuple(no_grad_functions)
     findings: list[Finding] = []
     for rule in selected_rules(select, ignore):
         try:

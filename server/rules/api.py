@@ -148,8 +148,12 @@ SL210 = register(
         severity=Severity.WARNING,
         summary="`torch.tensor(...)` of a list/tuple of tensors",
         doc=RuleDoc(
-            what="Flags `torch.tensor(data)` where `data` is a list or tuple literal, a "
-            "comprehension, or a variable whose items the analysis knows are tensors.",
+            what="Flags `torch.tensor(data)` where `data` holds tensors: a list or tuple literal "
+            "or a comprehension of them, a variable whose items the analysis knows are tensors, "
+            "or a list built with `.append(...)` of them. Tensors are what the analysis knows, "
+            "`torch.*` results (`torch.count_nonzero(...)`) and a model output's `.loss` / "
+            "`.logits`. Silent inside an `if` that tests `isinstance(<data>, torch.Tensor)`: "
+            "the other branch handles tensors.",
             why="`torch.tensor` treats its argument as nested Python data: for one-element "
             "tensors it converts each to a Python number (dropping the graph: the result has "
             "`requires_grad=False`, with only a UserWarning), for larger ones it raises. It is "
@@ -171,6 +175,8 @@ def check_typed_storage(analysis: Analysis) -> list[Finding]:
             continue
         if not is_tensor_expr(analysis, call.func.value):
             continue
+        if enclosing(index_of(analysis), call, (ast.ExceptHandler,)) is not None:
+            continue  # a fallback for old torch, after `untyped_storage()` failed (accelerate)
         fix = Fix("Use `.untyped_storage()`", (replace_range(attr_name_range(analysis, call.func), "untyped_storage"),))
         message = (
             "`.storage()` returns the deprecated TypedStorage (and warns once per process); "
@@ -187,7 +193,9 @@ SL212 = register(
         severity=Severity.INFORMATION,
         summary="`.storage()` on a tensor (deprecated TypedStorage)",
         doc=RuleDoc(
-            what="Flags `.storage()` on something the analysis knows is a tensor or parameter.",
+            what="Flags `.storage()` on something the analysis knows is a tensor or parameter, "
+            "except inside an `except` handler (a fallback for old torch after "
+            "`untyped_storage()` failed).",
             why="`Tensor.storage()` returns a `TypedStorage`, deprecated since torch 2.0: it "
             "emits a one-time UserWarning and will go away. `untyped_storage()` is the "
             "supported view of the same memory (sizes and offsets in bytes).",

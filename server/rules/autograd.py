@@ -273,9 +273,16 @@ SL201 = register(
         doc=RuleDoc(
             what="Flags a loop that stores a tensor carrying an autograd graph into something "
             "that outlives the iteration: `losses.append(loss)`, `total += loss`, a running "
-            "average `avg = 0.9 * avg + 0.1 * loss`, `history[i] = loss`. Code under "
-            "`torch.no_grad()` and loops that later call `backward()` on the accumulated value "
-            "(accumulation on purpose) are left alone.",
+            "average `avg = 0.9 * avg + 0.1 * loss`, `history[i] = loss`. The loop must train "
+            "(its function calls `backward()` or an optimizer step), or be a loop of losses "
+            "in a function whose every caller in the file runs it with grad on (validation "
+            "without `no_grad`). Silent: code under `torch.no_grad()`; an accumulator or list "
+            "reset anywhere in the loop (`running_loss = 0` every logging interval, "
+            "`window.clear()`), since nothing outlives the reset; loops that later call "
+            "`backward()` on the accumulated value (accumulation on purpose). A warning when no "
+            "backward runs on the stored tensor (the whole graph and its activations stay); "
+            "information when backward ran on it in the same iteration (its saved tensors are "
+            "freed, and only the grad_fn nodes and 0-d losses stay: a slow host-memory leak).",
             why="A tensor with a `grad_fn` keeps its whole graph alive, and the graph keeps the "
             "activations it saved. Storing one per iteration grows memory every step until the "
             "process runs out: the classic slow OOM of a training loop.",
@@ -294,6 +301,13 @@ def _is_autograd_grad(analysis: Analysis, call: ast.Call) -> bool:
     return path in ("torch.autograd.grad", "torch.autograd.backward")
 
 
+def _in_custom_backward(analysis: Analysis, call: ast.Call) -> bool:
+    """Inside a hand-written backward (`def backward_pass(...)` of reversible layers, an
+    `autograd.Function.backward`): several backwards through one graph are its design."""
+    scope = enclosing_scope(index_of(analysis), call)
+    return isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and "backward" in scope.name
+
+
 def check_retain_graph(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
@@ -301,7 +315,7 @@ def check_retain_graph(analysis: Analysis) -> list[Finding]:
         if call.func is not None and not (is_backward_call(call) or _is_autograd_grad(analysis, call)):
             continue
         kw = keyword_true(call, "retain_graph")
-        if kw is None:
+        if kw is None or _in_custom_backward(analysis, call):
             continue
         message = (
             "`retain_graph=True` keeps every tensor the graph saved alive after backward; it is "
@@ -319,7 +333,9 @@ SL202 = register(
         summary="`retain_graph=True` in `backward` / `autograd.grad`",
         doc=RuleDoc(
             what="Flags `retain_graph=True` passed to `.backward()`, `torch.autograd.backward` or "
-            "`torch.autograd.grad`.",
+            "`torch.autograd.grad`, except inside a hand-written backward (a function whose name "
+            "contains `backward`, such as the `backward_pass` of reversible layers), where "
+            "several backwards through one graph are the design.",
             why="Backward normally frees the tensors the graph saved as soon as it has used them. "
             "`retain_graph=True` keeps them all alive until the graph itself dies; it is often "
             "added to silence the 'backward through the graph a second time' error, which hides "
@@ -586,8 +602,13 @@ SL205 = register(
         severity=Severity.WARNING,
         summary="in-place mutation of a `.detach()` result (it shares storage)",
         doc=RuleDoc(
-            what="Flags an in-place mutation (`add_()`, `zero_()`, `+=`, `t[i] = ...`) of a "
-            "`.detach()` result, inline (`x.detach().zero_()`) or through a name bound to it.",
+            what="Flags an in-place mutation (`add_()`, `zero_()`, `copy_()`, `+=`, `t[i] = ...`) "
+            "of a `.detach()` result, inline (`x.detach().zero_()`) or through a name bound to "
+            "it, when the detached tensor may be an activation: a local name or expression. "
+            "Silent when it is a `.grad` (`p.grad.detach().copy_(g)`), a parameter or buffer "
+            "(`.weight`, `.bias`, `self.<attr>`, a loop over `parameters()`/`buffers()`/"
+            "`state_dict()` or a `zip` of those): writing into those is a deliberate update of "
+            "state no graph saved.",
             why="`.detach()` does not copy: it is a new tensor over the same storage, without "
             "the graph. Mutating it changes the original; if autograd saved the original for "
             "backward, backward later raises a version-counter error far from this line.",

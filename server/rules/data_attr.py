@@ -16,6 +16,7 @@ import re
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
+    LOOP_NODES,
     SCOPE_NODES,
     dot_attr_range,
     enclosing,
@@ -100,10 +101,7 @@ def runtime_path(analysis: Analysis, node: ast.AST) -> str | None:
     if fn is None:
         if enclosing(index, node, (ast.ClassDef, ast.Lambda)) is not None:
             return None
-        trains = index.training_scopes.get(analysis.tree)
-        if trains is None:
-            trains = index.training_scopes[analysis.tree] = _trains(analysis.tree.body)
-        return "in training code" if trains else None
+        return "in the training loop" if _in_training_loop(analysis, node) else None
     outer: ast.AST | None = fn
     while isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
         if _SETUP_FUNCTION.search(outer.name):
@@ -111,10 +109,23 @@ def runtime_path(analysis: Analysis, node: ast.AST) -> str | None:
         outer = _function_of(analysis, outer)
     if _RUNTIME_FUNCTION.search(fn.name):
         return f"in `{fn.name}`"
-    trains = index.training_scopes.get(fn)
-    if trains is None:
-        trains = index.training_scopes[fn] = _trains(fn.body)
-    return "in training code" if trains else None
+    return "in the training loop" if _in_training_loop(analysis, node) else None
+
+
+def _in_training_loop(analysis: Analysis, node: ast.AST) -> bool:
+    """Inside a loop (of the same function) that calls `backward()` or an optimizer step:
+    the lines before that loop are set-up (loading embeddings, casting weights)."""
+    index = index_of(analysis)
+    parent = index.parents.get(node)
+    while parent is not None and not isinstance(parent, SCOPE_NODES):
+        if isinstance(parent, LOOP_NODES):
+            trains = index.training_scopes.get(parent)
+            if trains is None:
+                trains = index.training_scopes[parent] = _trains(parent.body)
+            if trains:
+                return True
+        parent = index.parents.get(parent)
+    return False
 
 
 _ELEMENTWISE_METHODS = frozenset({"clamp", "clamp_min", "clamp_max", "abs", "neg", "mul", "add", "sub", "div", "sign"})
@@ -168,7 +179,10 @@ def check_data_attr(analysis: Analysis) -> list[Finding]:
         where = dot_attr_range(analysis, attr)
         fix: Fix | None = None
         if use == "read":
-            if _pure_read(index.parents, attr):
+            parent = index.parents.get(attr)
+            if isinstance(parent, ast.Attribute) and parent.attr == "detach":
+                fix = Fix("Remove `.data` (`.detach()` follows)", (replace_range(where, ""),))
+            elif _pure_read(index.parents, attr):
                 fix = Fix("Use `.detach()`", (replace_range(where, ".detach()"),))
             message = (
                 f"`.data` {where_run} bypasses autograd: the result shares storage but the version "

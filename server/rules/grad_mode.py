@@ -172,9 +172,9 @@ class _GradState:
 
 def _state(analysis: Analysis) -> _GradState:
     index = index_of(analysis)
+    conventions = frozenset([*NO_GRAD_CONVENTIONS, *analysis.no_grad_functions])
     state = getattr(index, "_grad_state", None)
-    if not isinstance(state, _GradState):
-        extra = getattr(analysis, "no_grad_functions", ())
-        state = _GradState([*NO_GRAD_CONVENTIONS, *extra])
+    if not isinstance(state, _GradState) or state.conventions != conventions:
+        state = _GradState(conventions)
         index._grad_state = state  # type: ignore[attr-defined]
     return state

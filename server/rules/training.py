@@ -233,15 +233,22 @@ SL206 = register(
         code="SL206",
         name="inference-without-no-grad",
         severity=Severity.WARNING,
-        summary="model forward after `.eval()` or in evaluate/predict/infer functions with autograd on",
+        summary="model forward after `.eval()`, or in an evaluate/predict function known to run with grad on",
         doc=RuleDoc(
-            what="Flags a model forward (`model(x)`, `self.model(x)`, a known `nn.Module`) after "
-            "`model.eval()`, or inside a function named evaluate/validate/predict/infer..., when "
-            "it runs outside `torch.no_grad()`, `torch.inference_mode()` and "
-            "`set_grad_enabled(False)` (blocks and decorators). Functions that also call "
-            "`backward()` or `optimizer.step()`, functions only ever called under no_grad "
-            "in the same file, and a method's calls of its own layers (`self.head(x)` in a "
-            "model's `predict`: a step of its forward) are left alone.",
+            what="Flags a model forward (`model(x)`, `self.model(x)`, a known `nn.Module`, or a "
+            "forward by another name: `model.encode(...)`, `.decode`, `.forward_features`, "
+            "`.predict`...) that runs with grad on or unknown after the same model's `.eval()`: "
+            "in the same function or script, or in a caller that passes the evaluated model in "
+            "(`model.eval(); greedy_decode(model, src)`). Also a forward in a function named "
+            "evaluate/validate/predict/infer... whose grad mode is known to be on (every caller in "
+            "the file runs it with grad). Silent: under `torch.no_grad()`, `inference_mode()`, "
+            "`set_grad_enabled(False)` (blocks, decorators, `stack.enter_context(...)`); in a "
+            "function only called under no_grad; in framework hooks that run without grad "
+            "(Lightning `validation_step`/`test_step`/`predict_step`, mmengine `val_step`/"
+            "`test_step`, and `[tool.stridelens] no-grad-functions`); when a `backward()` or "
+            "optimizer step follows while the model is still in eval mode (training with frozen "
+            "batch norm); for `.generate(...)`, which transformers runs under no_grad itself; "
+            "and a model's own layers (`self.head(x)`) in its `predict`.",
             why="`.eval()` only switches dropout and batch-norm behaviour; it does not turn "
             "autograd off. Without no_grad every forward records a graph and keeps its "
             "activations: several times the memory, and slower.",
@@ -415,7 +422,8 @@ SL211 = register(
         doc=RuleDoc(
             what="Flags the optimizer `.step()` of a loop whose body calls `backward()` and "
             "`step()` but never `zero_grad()` (of an optimizer or a model), nor sets or zeroes "
-            "`.grad` itself.",
+            "`.grad` itself. Loops whose backward runs inside `with dist_autograd.context():` "
+            "are left alone: distributed autograd keeps gradients per context, not in `.grad`.",
             why="`backward()` adds into `.grad`; it never overwrites. Without zeroing, each step "
             "uses the running sum of every gradient so far: training diverges or crawls, with "
             "no error.",

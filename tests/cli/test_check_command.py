@@ -167,3 +167,31 @@ def test_rule_command() -> None:
     assert len(proc.stdout.strip().splitlines()) == 16
     proc = subprocess.run([str(BIN), "rule", "SL999"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown rule" in proc.stderr
+
+
+EVAL_HOOK = """import torch
+from torch import nn
+
+
+class Runner:
+    def __init__(self):
+        self.model = nn.Linear(4, 2)
+
+    def my_eval_hook(self, batch):
+        self.model.eval()
+        return self.model(batch)
+"""
+
+
+def test_no_grad_functions_from_config(tree: Path) -> None:
+    # A project's own framework hook, run without grad: named in [tool.stridelens], SL206 is quiet.
+    (tree / "pkg" / "hook.py").write_text(EVAL_HOOK)
+    data = json.loads(check("pkg/hook.py", "--select", "SL206", "--format", "json", cwd=tree).stdout)
+    assert [(d["code"], d["line"]) for d in data] == [("SL206", 11)]
+    (tree / "pyproject.toml").write_text('[tool.stridelens]\nno-grad-functions = ["my_eval_hook"]\n')
+    proc = check("pkg/hook.py", "--select", "SL206", cwd=tree)
+    assert proc.returncode == 0, proc.stdout
+    (tree / "pyproject.toml").write_text('[tool.stridelens]\nno-grad-functions = "my_eval_hook"\n')
+    proc = check("pkg/hook.py", "--select", "SL206", cwd=tree)
+    assert "no-grad-functions must be a list of function names" in proc.stderr
+    assert proc.returncode == 1
