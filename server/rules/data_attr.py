@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
@@ -47,6 +48,7 @@ _RUNTIME_FUNCTION = re.compile(
     r"(^_*forward|forward$|^__call__$|^step$|_step$|^update|_update$|^train|^fit$|_epoch$)",
     re.IGNORECASE,
 )
+_FORWARD_FUNCTION = re.compile(r"forward|__call__", re.IGNORECASE)
 # Reads whose `.detach()` replacement computes the same thing (nothing can write through it).
 _PURE_READ_METHODS = frozenset(
     {"item", "tolist", "cpu", "numpy", "clone", "norm", "abs", "sum", "mean", "max", "min", "float",
@@ -196,7 +198,12 @@ def check_data_attr(analysis: Analysis) -> list[Finding]:
             )
             if use == "inplace" and torch_name is not None and isinstance(stmt, (ast.Expr, ast.AugAssign, ast.Assign)):
                 fix = _no_grad_fix(analysis, stmt, attr, torch_name)
-        out.append(make_finding(analysis, SL204, where, message, fix))
+        finding = make_finding(analysis, SL204, where, message, fix)
+        if not where_run.startswith("in `") or not _FORWARD_FUNCTION.search(where_run):
+            # An update between steps (EMA, a hand-written SGD, grad scaling): no graph is
+            # waiting on the value, so the cost is a check autograd cannot make.
+            finding = replace(finding, severity=Severity.INFORMATION)
+        out.append(finding)
     return out
 
 
@@ -239,7 +246,10 @@ SL204 = register(
             "(3) it is not setup code: nothing inside a function named like init, load, convert, "
             "checkpoint, state_dict, pretrained, remap, reparam, fuse, tie/resize/prune/export; "
             "(4) for `x.data = y`: only when `y` is known to have `x`'s shape and dtype. A swap "
-            "to another shape or dtype has no safe replacement and is left alone.",
+            "to another shape or dtype has no safe replacement and is left alone. A warning "
+            "in forward code, where a graph will use the value; information in step, update "
+            "and training-loop code (EMA updates, hand-written SGD), where the cost is a check "
+            "autograd cannot make.",
             why="`.data` is a pre-0.4 leftover: it returns a tensor sharing storage but outside "
             "autograd's version tracking, so an in-place change through it is silent and the "
             "gradients are computed from the changed value. `.detach()` shares storage too but "
