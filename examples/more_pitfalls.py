@@ -14,7 +14,6 @@ z.backward()  # SL203: the graph was freed by the first backward
 
 h = w * 4
 h.retain_grad()  # SL208
-w.data.mul_(0.5)  # SL204: silent in-place change behind autograd's back
 raw = w.storage()  # SL212: deprecated TypedStorage
 
 model = torch.nn.Linear(3, 1)
@@ -23,3 +22,5 @@ for _ in range(3):
     loss = model(torch.randn(5, 3)).sum()
     loss.backward()
     opt.step()  # SL211: gradients accumulate: no zero_grad in this loop
+    for p in model.parameters():
+        p.data.mul_(0.999)  # SL204: an update autograd's version check cannot see

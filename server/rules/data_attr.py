@@ -191,15 +191,22 @@ def check_data_attr(analysis: Analysis) -> list[Finding]:
                 "counter does not see later writes, so wrong gradients go unnoticed; use `.detach()`"
             )
         else:
-            message = (
-                f"in-place update through `.data` {where_run} is invisible to autograd (gradients "
-                "are silently computed from the changed value); do it on the tensor itself under "
-                "`torch.no_grad()`"
-            )
+            if _FORWARD_FUNCTION.search(where_run):
+                message = (
+                    f"in-place update through `.data` {where_run} is invisible to autograd (gradients "
+                    "are silently computed from the changed value); do it on the tensor itself under "
+                    "`torch.no_grad()`"
+                )
+            else:
+                message = (
+                    f"in-place update through `.data` {where_run} is invisible to autograd's version "
+                    "check: a graph that still saved this tensor would silently use the new value; "
+                    "do it on the tensor itself under `torch.no_grad()`, which autograd can check"
+                )
             if use == "inplace" and torch_name is not None and isinstance(stmt, (ast.Expr, ast.AugAssign, ast.Assign)):
                 fix = _no_grad_fix(analysis, stmt, attr, torch_name)
         finding = make_finding(analysis, SL204, where, message, fix)
-        if not where_run.startswith("in `") or not _FORWARD_FUNCTION.search(where_run):
+        if not _FORWARD_FUNCTION.search(where_run):
             # An update between steps (EMA, a hand-written SGD, grad scaling): no graph is
             # waiting on the value, so the cost is a check autograd cannot make.
             finding = replace(finding, severity=Severity.INFORMATION)
