@@ -79,4 +79,4 @@ __all__ = [
 
 
 # The catalogue: importing these modules registers their rules (they import `register`).
-from stridelens.server.rules import api, autograd, data_attr, inplace_saved, layout, training  # noqa: E402, F401
+from stridelens.server.rules import api, autograd, data_attr, device_mismatch, inplace_saved, layout, training  # noqa: E402, F401

@@ -1,0 +1,191 @@
+"""SL214 device-mismatch: a tensor made inside `forward` with no `device=` meets the input.
+
+The model and its inputs move to CUDA; `torch.zeros(B, T)` in `forward` does not, and the
+first op that combines them raises "Expected all tensors to be on the same device". CPU
+tests never see it. The facts are few and decided syntactically, as torch decides them:
+factories default to the CPU unless given `device=` (or `*_like` / `x.new_*`, which inherit
+the device); `.to(...)`, `.cuda()`, `.type_as(x)` move; a 0-d CPU tensor (`torch.tensor(0.5)`)
+mixes with CUDA tensors, a 1-element 1-D one (`torch.tensor([0.5])`) does not.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from stridelens.server.analysis import Analysis
+from stridelens.server.analysis.values import TorchRef
+from stridelens.server.rules import register
+from stridelens.server.rules._helpers import (
+    index_of,
+    insert_at,
+    make_finding,
+    node_range,
+    segment,
+    short,
+    walk_body,
+)
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+
+# Factories that put their result on the default (CPU) device unless told otherwise.
+FACTORIES = frozenset(
+    {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "eye", "linspace", "logspace",
+     "tensor", "as_tensor", "randperm", "tril_indices", "triu_indices"}
+)
+_MOVES = frozenset({"to", "cuda", "type_as", "to_device"})
+_COMBINING_FUNCTIONS = frozenset({"cat", "stack", "where", "matmul", "bmm", "mm", "einsum", "maximum", "minimum"})
+_COMBINING_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.MatMult, ast.FloorDiv, ast.Pow, ast.Mod)
+
+
+def _factory(analysis: Analysis, node: ast.expr) -> ast.Call | None:
+    """A CPU factory call, not 0-d and with no `device=`."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = analysis.values.get(node.func)
+    if not (isinstance(func, TorchRef) and func.path.startswith("torch.") and func.path.count(".") == 1):
+        return None
+    name = func.path.split(".", 1)[1]
+    if name not in FACTORIES or any(k.arg == "device" or k.arg is None for k in node.keywords):
+        return None
+    if name in ("tensor", "as_tensor"):
+        data = node.args[0] if node.args else None
+        if not isinstance(data, (ast.List, ast.Tuple, ast.ListComp)):
+            return None  # a scalar: 0-d CPU tensors mix with CUDA ones
+    return node
+
+
+def _device_source(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The forward's tensor parameters (not `self`), which live wherever the caller put them."""
+    args = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+    return args[1:]
+
+
+def _derived(names: set[str], node: ast.expr) -> str | None:
+    """The input name `node` is computed from, if any."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in names:
+            return sub.id
+    return None
+
+
+class _Forward:
+    def __init__(self, analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.analysis = analysis
+        self.inputs: dict[str, str] = {p: p for p in _device_source(fn)}  # name -> the input it follows
+        self.cpu: dict[str, ast.Call] = {}  # name -> the factory that made it
+        self.out: list[Finding] = []
+        self.reported: set[ast.Call] = set()
+
+    def cpu_operand(self, node: ast.expr) -> ast.Call | None:
+        factory = _factory(self.analysis, node)
+        if factory is not None:
+            return factory
+        if isinstance(node, ast.Name):
+            return self.cpu.get(node.id)
+        return None
+
+    def input_operand(self, node: ast.expr) -> str | None:
+        found = _derived(set(self.inputs), node)
+        return self.inputs[found] if found is not None and self.cpu_operand(node) is None else None
+
+    def mixes(self, stmt: ast.stmt) -> None:
+        for node in ast.walk(stmt):
+            pairs: list[tuple[ast.expr, ast.expr]] = []
+            if isinstance(node, ast.BinOp) and isinstance(node.op, _COMBINING_OPS):
+                pairs = [(node.left, node.right), (node.right, node.left)]
+            elif isinstance(node, ast.Compare) and len(node.comparators) == 1:
+                pairs = [(node.left, node.comparators[0]), (node.comparators[0], node.left)]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                func = self.analysis.values.get(node.func)
+                if isinstance(func, TorchRef) and func.path.rsplit(".", 1)[-1] in _COMBINING_FUNCTIONS:
+                    items = [e for a in node.args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
+                    pairs = [(a, b) for a in items for b in items if a is not b]
+            for cpu_side, other in pairs:
+                factory = self.cpu_operand(cpu_side)
+                source = self.input_operand(other) if factory is not None else None
+                if factory is not None and source is not None and factory not in self.reported:
+                    self.report(factory, source)
+
+    def report(self, factory: ast.Call, source: str) -> None:
+        self.reported.add(factory)
+        text = short(segment(self.analysis, factory))
+        message = (
+            f"`{text}` is made on the CPU (no `device=`) and meets `{source}`, which lives where "
+            f"the caller put it: on CUDA machines this raises 'Expected all tensors to be on the "
+            f"same device'; pass `device={source}.device`"
+        )
+        _, _, end_line, end_col = node_range(self.analysis, factory)
+        sep = ", " if factory.args or factory.keywords else ""
+        fix = Fix(f"Add `device={source}.device`", (insert_at(end_line, end_col - 1, f"{sep}device={source}.device"),))
+        self.out.append(make_finding(self.analysis, SL214, node_range(self.analysis, factory), message, fix))
+
+    def bind(self, stmt: ast.stmt) -> None:
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+                    self.cpu.pop(sub.id, None)
+                    self.inputs.pop(sub.id, None)
+            return
+        name, value = stmt.targets[0].id, stmt.value
+        factory = _factory(self.analysis, value)
+        self.cpu.pop(name, None)
+        self.inputs.pop(name, None)
+        if factory is not None:
+            self.cpu[name] = factory
+            return
+        moved = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES
+        if moved:
+            return  # `.to(x.device)`: on purpose, wherever it goes
+        source = _derived(set(self.inputs), value)
+        if source is not None and _derived(set(self.cpu), value) is None:
+            self.inputs[name] = self.inputs[source]
+
+
+def _forward_methods(analysis: Analysis) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    index = index_of(analysis)
+    out = []
+    for fn in index.functions:
+        parent = index.parents.get(fn)
+        if isinstance(parent, ast.ClassDef) and fn.name == "forward" and any(
+            "Module" in segment(analysis, base) for base in parent.bases
+        ):
+            out.append(fn)
+    return out
+
+
+def check_device_mismatch(analysis: Analysis) -> list[Finding]:
+    out: list[Finding] = []
+    for fn in _forward_methods(analysis):
+        walk = _Forward(analysis, fn)
+        for node in walk_body(fn.body):
+            if isinstance(node, ast.stmt) and not isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)):
+                walk.mixes(node)
+                walk.bind(node)
+        out.extend(walk.out)
+    return out
+
+
+SL214 = register(
+    Rule(
+        code="SL214",
+        name="device-mismatch",
+        severity=Severity.WARNING,
+        summary="a tensor made in `forward` without `device=` meets the input (fails on CUDA)",
+        doc=RuleDoc(
+            what="In the `forward` of an nn.Module, flags a factory call (`torch.zeros`, `ones`, "
+            "`empty`, `full`, `arange`, `rand*`, `eye`, `linspace`, `torch.tensor([...])`) with "
+            "no `device=` whose result is combined (arithmetic, comparison, `torch.cat`/`stack`/"
+            "`where`/`matmul`...) with a forward input or a value computed from one. Not "
+            "flagged: `device=` given, `*_like`/`x.new_*` (they inherit the device), a result "
+            "moved with `.to(...)`/`.cuda()`/`.type_as(...)` before use, 0-d tensors "
+            "(`torch.tensor(0.5)`, which mix with CUDA tensors), and use as an index.",
+            why="`.to('cuda')` moves the module's parameters and the caller moves the inputs, "
+            "but a tensor built inside `forward` stays on the CPU. The op that mixes them raises "
+            "'Expected all tensors to be on the same device' on the first GPU run, never in CPU "
+            "tests.",
+            example="def forward(self, x):\n    mask = torch.ones(x.shape[0], 1)  # SL214\n    return x * mask",
+            fix="Create it where the input is: `device=x.device` (the quick fix), or "
+            "`torch.ones_like(x)` / `x.new_ones(...)`.",
+        ),
+        check=check_device_mismatch,
+    )
+)
