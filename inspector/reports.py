@@ -10,15 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
+from stridelens.server.units import human_bytes
 
 
 def _tuple(v: list[int] | None) -> str:

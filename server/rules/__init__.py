@@ -79,4 +79,16 @@ __all__ = [
 
 
 # The catalogue: importing these modules registers their rules (they import `register`).
-from stridelens.server.rules import api, autograd, data_attr, device_mismatch, inplace_saved, layout, training  # noqa: E402, F401
+from stridelens.server.rules import (  # noqa: E402, F401
+    api,
+    autograd,
+    data_attr,
+    device_mismatch,
+    forward_call,
+    grad_scaler,
+    inplace_saved,
+    layout,
+    requires_grad,
+    training,
+    view_pins,
+)
