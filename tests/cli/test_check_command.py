@@ -164,7 +164,10 @@ def test_rule_command() -> None:
         assert f"## {heading}" in proc.stdout
     proc = subprocess.run([str(BIN), "rule", "--all"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
-    assert len(proc.stdout.strip().splitlines()) == 16
+    from stridelens.server.rules import ALL_RULES
+
+    listed = [line.split()[0] for line in proc.stdout.strip().splitlines()]
+    assert listed == sorted(ALL_RULES)
     proc = subprocess.run([str(BIN), "rule", "SL999"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown rule" in proc.stderr
 

@@ -261,3 +261,33 @@ async def test_symbolic_sizes_in_hover_and_hints_and_quiet_elsewhere(lsp: Sessio
     m_line = next(i for i, line in enumerate(lines) if line.strip().startswith("m = "))
     assert m_line not in hints
     assert all("(?)" not in label for label in hints.values())
+
+
+EVAL_HOOK = """import torch
+from torch import nn
+
+
+class Runner:
+    def __init__(self):
+        self.model = nn.Linear(4, 2)
+
+    def my_eval_hook(self, batch):
+        self.model.eval()
+        return self.model(batch)
+"""
+
+
+async def test_pyproject_no_grad_functions(tmp_path: Path) -> None:
+    # The editor and `check` agree that a project's own no-grad hook needs no `no_grad`.
+    path = tmp_path / "hook.py"
+    path.write_text(EVAL_HOOK, encoding="utf-8")
+    for config, expected in (("", True), ('no-grad-functions = ["my_eval_hook"]\n', False)):
+        (tmp_path / "pyproject.toml").write_text("[tool.stridelens]\n" + config, encoding="utf-8")
+        client, lsp = await start_session(root=tmp_path)
+        try:
+            lsp.open(path.as_uri(), EVAL_HOOK)
+            await lsp.wait_analyzed(path.as_uri(), exact=True)
+            codes = {d.code for d in lsp.diagnostics(path.as_uri())}
+            assert ("SL206" in codes) is expected, codes
+        finally:
+            await stop_session(client)
