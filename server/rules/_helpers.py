@@ -31,6 +31,9 @@ class Index:
     attributes: list[ast.Attribute] = field(default_factory=list)
     loops: list[ast.For | ast.AsyncFor | ast.While] = field(default_factory=list)
     functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=list)
+    # In-place statement forms: `x += y` and `x[i] = y` (SL213's candidates).
+    aug_assigns: list[ast.AugAssign] = field(default_factory=list)
+    subscript_stores: list[ast.Subscript] = field(default_factory=list)
     parents: dict[ast.AST, ast.AST] = field(default_factory=dict)
     # Calls by method/function name (`backward`, `step`, `view`...).
     by_name: dict[str, list[ast.Call]] = field(default_factory=dict)
@@ -97,6 +100,11 @@ def index_of(analysis: Analysis) -> Index:
                 index.by_name.setdefault(name, []).append(node)
         elif isinstance(node, ast.Attribute):
             index.attributes.append(node)
+        elif isinstance(node, ast.Subscript):
+            if isinstance(node.ctx, ast.Store):
+                index.subscript_stores.append(node)
+        elif isinstance(node, ast.AugAssign):
+            index.aug_assigns.append(node)
         elif isinstance(node, LOOP_NODES):
             index.loops.append(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -266,6 +274,26 @@ def walk_body(body: list[ast.stmt]) -> Iterator[ast.AST]:
         yield stmt
         if not isinstance(stmt, SCOPE_NODES):
             yield from walk_scope(stmt)
+
+
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def walk_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of `body` in source order, nested blocks included, nested defs and
+    classes not entered (and no expressions: much cheaper than `walk_body`)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, SCOPE_NODES):
+            continue
+        for name in _BLOCK_FIELDS:
+            block = getattr(stmt, name, None)
+            if block:
+                for child in block:
+                    if isinstance(child, ast.stmt):
+                        yield from walk_statements([child])
+                    else:  # except handlers, match cases
+                        yield from walk_statements(getattr(child, "body", []))
 
 
 def stores_name(node: ast.AST, name: str) -> bool:

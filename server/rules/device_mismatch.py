@@ -22,7 +22,7 @@ from stridelens.server.rules._helpers import (
     node_range,
     segment,
     short,
-    walk_body,
+    walk_statements,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
 
@@ -152,11 +152,28 @@ def _forward_methods(analysis: Analysis) -> list[ast.FunctionDef | ast.AsyncFunc
     return out
 
 
+def _functions_making_tensors(analysis: Analysis) -> set[ast.AST]:
+    """Functions holding a factory call, from the index (most forwards hold none)."""
+    index = index_of(analysis)
+    found: set[ast.AST] = set()
+    for name in FACTORIES & index.by_name.keys():
+        for call in index.by_name[name]:
+            parent = index.parents.get(call)
+            while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                parent = index.parents.get(parent)
+            if parent is not None:
+                found.add(parent)
+    return found
+
+
 def check_device_mismatch(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
+    making = _functions_making_tensors(analysis)
     for fn in _forward_methods(analysis):
+        if fn not in making:
+            continue
         walk = _Forward(analysis, fn)
-        for node in walk_body(fn.body):
+        for node in walk_statements(fn.body):
             if isinstance(node, ast.stmt) and not isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)):
                 walk.mixes(node)
                 walk.bind(node)

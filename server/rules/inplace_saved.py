@@ -22,12 +22,14 @@ from stridelens.server.analysis.values import Const, ModuleValue, TorchRef
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     PARAM_ATTRS,
+    Index,
+    call_name,
     index_of,
     make_finding,
     node_range,
     segment,
     short,
-    walk_body,
+    walk_statements,
 )
 from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
 from stridelens.server.rules.data_attr import INPLACE_EXEMPT
@@ -275,6 +277,48 @@ def _forward_of_module(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFuncti
     return any("Module" in (segment(analysis, base) or "") for base in parent.bases)
 
 
+def _inplace_module(value: object) -> bool:
+    """`nn.ReLU(inplace=True)`, `nn.ReLU(True)`: a call of it writes its input."""
+    if not isinstance(value, ModuleValue):
+        return False
+    flag = value.kwargs.get("inplace")
+    positional = value.args[-1] if value.args else None
+    return any(isinstance(v, Const) and v.value is True for v in (flag, positional))
+
+
+def _scope_of_body(analysis: Analysis, body: list[ast.stmt]) -> ast.AST | None:
+    parent = index_of(analysis).parents.get(body[0])
+    return parent if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
+def _scopes_with_writes(analysis: Analysis) -> set[ast.AST | None]:
+    """The functions (None: the module body) holding an in-place write, found from the
+    index's writes up to their function: most functions have none."""
+    index = index_of(analysis)
+    writes: list[ast.AST] = [*index.aug_assigns, *index.subscript_stores]
+    for name, calls in index.by_name.items():
+        if name.endswith("_") and not name.endswith("__"):
+            writes.extend(calls)
+    writes.extend(c for c in index.calls if any(k.arg == "inplace" for k in c.keywords))
+    writes.extend(c for c in index.calls if _inplace_module(analysis.values.get(c.func)))
+    # ... and something that saves: an op of the table, or a product (`a * w` saves `a`),
+    # which can only matter for an index write or an in-place op.
+    savers: list[ast.AST] = [*index.subscript_stores]
+    for call in index.calls:
+        value = analysis.values.get(call.func)
+        name = call_name(call)
+        if name in SAVES or name.removesuffix("_") in SAVES or (isinstance(value, ModuleValue) and value.path.rsplit(".", 1)[-1] in MODULE_OPS):
+            savers.append(call)
+    return {_scope_of(index, n) for n in writes} & {_scope_of(index, n) for n in savers}
+
+
+def _scope_of(index: Index, node: ast.AST) -> ast.AST | None:
+    parent = index.parents.get(node)
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        parent = index.parents.get(parent)
+    return parent if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+
+
 def check_inplace_on_saved(analysis: Analysis) -> list[Finding]:
     index = index_of(analysis)
     out: list[Finding] = []
@@ -283,9 +327,12 @@ def check_inplace_on_saved(analysis: Analysis) -> list[Finding]:
         (fn.body, _forward_of_module(analysis, fn), [a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]])
         for fn in index.functions
     ]
+    candidates = _scopes_with_writes(analysis)
     for body, forward, params in bodies:
+        if not body or _scope_of_body(analysis, body) not in candidates:
+            continue  # nothing written in place here: nothing to check
         walk = _Walk(analysis, forward, params)
-        for node in walk_body(body):
+        for node in walk_statements(body):
             if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 if isinstance(node, (ast.If, ast.With, ast.AsyncWith, ast.Try, ast.While)):
                     continue  # their statements come next in the walk

@@ -168,15 +168,16 @@ def check_view_pins_storage(analysis: Analysis) -> list[Finding]:
         hit = _view_base(analysis, call.args[0])
         if hit is not None:
             report(*hit, "torch.save", call.args[0])
-    for stmt in ast.walk(analysis.tree):
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-            target = stmt.targets[0]
-            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-                fn = enclosing(index, stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
-                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name != "__init__":
-                    hit = _view_base(analysis, stmt.value)
-                    if hit is not None and not _on_self(hit[1]):
-                        report(*hit, f"kept in `self.{target.attr}`", stmt.value)
+    for attr_node in index.attributes:
+        on_self = isinstance(attr_node.value, ast.Name) and attr_node.value.id == "self"
+        attr_name = attr_node.attr
+        stmt = index.parents.get(attr_node)
+        if on_self and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.targets[0] is attr_node:
+            fn = enclosing(index, stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name != "__init__":
+                hit = _view_base(analysis, stmt.value)
+                if hit is not None and not _on_self(hit[1]):
+                    report(*hit, f"kept in `self.{attr_name}`", stmt.value)
     return out
 
 
