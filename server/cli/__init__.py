@@ -14,30 +14,41 @@ def _not_yet(name: str) -> int:
     return 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+_COMMANDS = ("explain", "serve", "check", "rule", "inspect")
+
+
+def _register(commands: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
+    if name == "explain":
+        from stridelens.server.cli import explain_command as module
+    elif name == "serve":
+        from stridelens.server.cli import serve_command as module
+    elif name == "check":
+        from stridelens.server.cli import check_command as module
+    elif name == "rule":
+        from stridelens.server.cli import rule_command as module
+    else:
+        from stridelens.inspector import cli as module
+    module.register(commands)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with `argv` naming a command, only that command's module is imported
+    (`stridelens check` in CI should not pay for the inspector's imports)."""
     parser = argparse.ArgumentParser(
         prog="stridelens",
         description="See PyTorch's memory model: strides, views, storages, autograd graphs.",
     )
     parser.add_argument("--version", action="version", version=f"stridelens {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    from stridelens.server.cli import explain_command, serve_command
-
-    explain_command.register(commands)
-    serve_command.register(commands)
-    from stridelens.server.cli import check_command, rule_command
-
-    check_command.register(commands)
-    rule_command.register(commands)
-    from stridelens.inspector import cli as inspect_cli
-
-    inspect_cli.register(commands)
+    first = next((a for a in argv or () if not a.startswith("-")), None)
+    for name in [first] if first in _COMMANDS else _COMMANDS:
+        _register(commands, name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:

@@ -37,7 +37,7 @@ BUDGET_S = DEFAULT_BUDGET_S
 def register(commands: Any) -> None:
     sub = commands.add_parser(
         "check",
-        help="lint files for PyTorch memory pitfalls (rules SL101-SL212)",
+        help="lint files for PyTorch memory pitfalls (the rules: `stridelens rule --all`)",
         description="Lint Python files or directories for PyTorch memory pitfalls. Exit 0 when "
         "clean, 1 when there are findings, 2 on a usage or IO error (other files are still checked).",
     )
