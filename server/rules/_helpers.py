@@ -276,6 +276,17 @@ def walk_body(body: list[ast.stmt]) -> Iterator[ast.AST]:
             yield from walk_scope(stmt)
 
 
+# Trailing-underscore methods that write no tensor data (flags, memory placement).
+NOT_DATA_WRITES = frozenset({"requires_grad_", "retain_grad", "share_memory_", "pin_memory_", "record_stream_"})
+# Statements that only hold others: rules walking statements one by one skip them.
+BLOCK_STATEMENTS = (ast.If, ast.With, ast.AsyncWith, ast.Try, ast.While, ast.Match)
+
+
+def is_inplace_method(name: str) -> bool:
+    """`add_`, `zero_`, `copy_`: a method that writes its receiver's data in place."""
+    return name.endswith("_") and not name.endswith("__") and name not in NOT_DATA_WRITES
+
+
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 

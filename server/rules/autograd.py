@@ -20,6 +20,7 @@ from stridelens.server.rules._helpers import (
     enclosing_stmt,
     index_of,
     is_backward_call,
+    is_inplace_method,
     is_optimizer_step,
     keyword_true,
     line_indent,
@@ -34,7 +35,6 @@ from stridelens.server.rules._helpers import (
     walk_scope,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
-from stridelens.server.rules.data_attr import INPLACE_EXEMPT
 
 # ----------------------------------------------------------------------------- SL201
 
@@ -510,9 +510,8 @@ def _mutated(analysis: Analysis, index_parents: dict[ast.AST, ast.AST], stmt: as
     """The expression mutated in place by `stmt` and the node to report."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         func = stmt.value.func
-        if isinstance(func, ast.Attribute) and func.attr.endswith("_") and not func.attr.endswith("__"):
-            if func.attr not in INPLACE_EXEMPT:
-                return func.value, stmt.value
+        if isinstance(func, ast.Attribute) and is_inplace_method(func.attr):
+            return func.value, stmt.value
     if isinstance(stmt, ast.AugAssign):
         target = stmt.target.value if isinstance(stmt.target, ast.Subscript) else stmt.target
         return target, stmt

@@ -24,6 +24,7 @@ from stridelens.server.rules._helpers import (
     enclosing_stmt,
     index_of,
     is_backward_call,
+    is_inplace_method,
     is_optimizer_step,
     is_tensor_expr,
     line_indent,
@@ -34,8 +35,6 @@ from stridelens.server.rules._helpers import (
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
 from stridelens.server.rules.grad_mode import GradMode, mode_at
-
-INPLACE_EXEMPT = frozenset({"requires_grad_", "retain_grad"})
 
 # Functions that run once, outside training: init, load/convert/export, re-parameterise.
 _SETUP_FUNCTION = re.compile(
@@ -64,7 +63,7 @@ def data_use(parents: dict[ast.AST, ast.AST], node: ast.Attribute) -> str:
     parent = parents.get(node)
     if isinstance(parent, ast.Attribute) and isinstance(parents.get(parent), ast.Call):
         call = parents[parent]
-        if isinstance(call, ast.Call) and call.func is parent and parent.attr.endswith("_") and parent.attr not in INPLACE_EXEMPT:
+        if isinstance(call, ast.Call) and call.func is parent and is_inplace_method(parent.attr):
             return "inplace"
     if isinstance(parent, ast.Subscript) and isinstance(parent.ctx, ast.Store):
         return "inplace"

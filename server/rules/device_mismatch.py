@@ -16,6 +16,7 @@ from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import TorchRef
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
+    BLOCK_STATEMENTS,
     index_of,
     insert_at,
     make_finding,
@@ -174,7 +175,7 @@ def check_device_mismatch(analysis: Analysis) -> list[Finding]:
             continue
         walk = _Forward(analysis, fn)
         for node in walk_statements(fn.body):
-            if isinstance(node, ast.stmt) and not isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)):
+            if not isinstance(node, (*BLOCK_STATEMENTS, ast.For, ast.AsyncFor)):
                 walk.mixes(node)
                 walk.bind(node)
         out.extend(walk.out)

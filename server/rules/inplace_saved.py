@@ -21,10 +21,12 @@ from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import Const, ModuleValue, TorchRef
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
+    BLOCK_STATEMENTS,
     PARAM_ATTRS,
     Index,
     call_name,
     index_of,
+    is_inplace_method,
     make_finding,
     node_range,
     segment,
@@ -32,7 +34,6 @@ from stridelens.server.rules._helpers import (
     walk_statements,
 )
 from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
-from stridelens.server.rules.data_attr import INPLACE_EXEMPT
 from stridelens.server.rules.grad_mode import GradMode, mode_at
 
 # op name -> what it saves for backward: "output" or "input".
@@ -199,9 +200,7 @@ class _Walk:
             func = stmt.value.func
             if (
                 isinstance(func, ast.Attribute)
-                and func.attr.endswith("_")
-                and not func.attr.endswith("__")
-                and func.attr not in INPLACE_EXEMPT
+                and is_inplace_method(func.attr)
                 and func.attr[:-1] not in SAVES  # `y.sigmoid_()` is handled as an op
             ):
                 self.check_write(func.value, stmt.value, f"`.{func.attr}(...)`")
@@ -333,10 +332,8 @@ def check_inplace_on_saved(analysis: Analysis) -> list[Finding]:
             continue  # nothing written in place here: nothing to check
         walk = _Walk(analysis, forward, params)
         for node in walk_statements(body):
-            if isinstance(node, ast.stmt) and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                if isinstance(node, (ast.If, ast.With, ast.AsyncWith, ast.Try, ast.While)):
-                    continue  # their statements come next in the walk
-                walk.visit(node)
+            if not isinstance(node, (*BLOCK_STATEMENTS, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                walk.visit(node)  # (a block's own statements come next in the walk)
         out.extend(walk.out)
     return out
 

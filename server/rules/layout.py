@@ -16,6 +16,7 @@ from stridelens.server.rules._helpers import (
     enclosing,
     index_of,
     insert_at,
+    is_inplace_method,
     make_finding,
     node_range,
     replace_range,
@@ -254,18 +255,13 @@ SL103 = register(
 
 
 # ----------------------------------------------------------------------------- SL104
-_NOT_WRITES = frozenset({"requires_grad_", "retain_grad", "share_memory_", "pin_memory_", "record_stream_"})
-
-
 def _write_target(stmt: ast.stmt) -> tuple[ast.Name, ast.AST] | None:
     """The named tensor written in place by `stmt`, and the node to report."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         func = stmt.value.func
         if (
             isinstance(func, ast.Attribute)
-            and func.attr.endswith("_")
-            and not func.attr.endswith("__")
-            and func.attr not in _NOT_WRITES
+            and is_inplace_method(func.attr)
             and isinstance(func.value, ast.Name)
         ):
             return func.value, stmt.value

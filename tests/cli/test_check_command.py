@@ -172,25 +172,15 @@ def test_rule_command() -> None:
     assert proc.returncode == 2 and "unknown rule" in proc.stderr
 
 
-EVAL_HOOK = """import torch
-from torch import nn
-
-
-class Runner:
-    def __init__(self):
-        self.model = nn.Linear(4, 2)
-
-    def my_eval_hook(self, batch):
-        self.model.eval()
-        return self.model(batch)
-"""
+EVAL_HOOK = (Path(__file__).resolve().parents[1] / "fixtures" / "no_grad_hook.py").read_text(encoding="utf-8")
 
 
 def test_no_grad_functions_from_config(tree: Path) -> None:
     # A project's own framework hook, run without grad: named in [tool.stridelens], SL206 is quiet.
     (tree / "pkg" / "hook.py").write_text(EVAL_HOOK)
     data = json.loads(check("pkg/hook.py", "--select", "SL206", "--format", "json", cwd=tree).stdout)
-    assert [(d["code"], d["line"]) for d in data] == [("SL206", 11)]
+    forward_line = EVAL_HOOK.splitlines().index("        return self.model(batch)") + 1
+    assert [(d["code"], d["line"]) for d in data] == [("SL206", forward_line)]
     (tree / "pyproject.toml").write_text('[tool.stridelens]\nno-grad-functions = ["my_eval_hook"]\n')
     proc = check("pkg/hook.py", "--select", "SL206", cwd=tree)
     assert proc.returncode == 0, proc.stdout

@@ -263,18 +263,7 @@ async def test_symbolic_sizes_in_hover_and_hints_and_quiet_elsewhere(lsp: Sessio
     assert all("(?)" not in label for label in hints.values())
 
 
-EVAL_HOOK = """import torch
-from torch import nn
-
-
-class Runner:
-    def __init__(self):
-        self.model = nn.Linear(4, 2)
-
-    def my_eval_hook(self, batch):
-        self.model.eval()
-        return self.model(batch)
-"""
+EVAL_HOOK = (Path(__file__).resolve().parents[1] / "fixtures" / "no_grad_hook.py").read_text(encoding="utf-8")
 
 
 async def test_pyproject_no_grad_functions(tmp_path: Path) -> None:
