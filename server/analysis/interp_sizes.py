@@ -300,6 +300,9 @@ class SizesMixin:
                 unless.append(text.replace(" != ", " == "))
             else:
                 assumed.append(text)
+        # In the order of their text: the conditions' own order follows atom numbers, which
+        # the process-wide verdict caches make differ from run to run.
+        unless, assumed = sorted(set(unless)), sorted(set(assumed))
         detail = ""
         if unless:
             detail += " unless " + " or ".join(f"`{u}`" for u in unless)
