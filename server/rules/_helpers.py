@@ -40,6 +40,8 @@ class Index:
     imports_torch: bool = False
     # Memo of SL201: whether a function (or the module) runs backward / an optimizer step.
     training_scopes: dict[ast.AST, bool] = field(default_factory=dict)
+    # Memo of `loop_trains`: whether a loop's body calls backward / an optimizer step.
+    training_loops: dict[ast.AST, bool] = field(default_factory=dict)
     _backward_by_loop: dict[ast.AST, list[ast.Call]] | None = None
 
     def backward_calls_in(self, loop: ast.AST) -> list[ast.Call]:
@@ -333,6 +335,19 @@ def is_optimizer_step(node: ast.AST) -> bool:
     if "sched" in last.lower():
         return False
     return bool(_OPTIM_NAME.search(last))
+
+
+def body_trains(body: list[ast.stmt]) -> bool:
+    """`body` (outside nested defs) calls `backward()` or an optimizer step."""
+    return any(is_backward_call(node) or is_optimizer_step(node) for node in walk_body(body))
+
+
+def loop_trains(index: Index, loop: ast.AST) -> bool:
+    """A training loop: a loop whose body calls `backward()` or an optimizer step (memoised)."""
+    trains = index.training_loops.get(loop)
+    if trains is None:
+        trains = index.training_loops[loop] = isinstance(loop, LOOP_NODES) and body_trains(loop.body)
+    return trains
 
 
 def step_optimizer_text(analysis: Analysis, step: ast.Call) -> str | None:

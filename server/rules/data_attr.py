@@ -23,15 +23,13 @@ from stridelens.server.rules._helpers import (
     enclosing,
     enclosing_stmt,
     index_of,
-    is_backward_call,
     is_inplace_method,
-    is_optimizer_step,
     is_tensor_expr,
     line_indent,
+    loop_trains,
     make_finding,
     replace_range,
     torch_alias,
-    walk_body,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
 from stridelens.server.rules.grad_mode import GradMode, mode_at
@@ -90,10 +88,6 @@ def _function_of(analysis: Analysis, node: ast.AST) -> ast.FunctionDef | ast.Asy
     return scope if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
-def _trains(body: list[ast.stmt]) -> bool:
-    return any(is_backward_call(n) or is_optimizer_step(n) for n in walk_body(body))
-
-
 def runtime_path(analysis: Analysis, node: ast.AST) -> str | None:
     """Why `node` runs every training iteration ("in `forward`", "in training code"), or
     None for setup code and code whose role is unknown."""
@@ -119,12 +113,8 @@ def _in_training_loop(analysis: Analysis, node: ast.AST) -> bool:
     index = index_of(analysis)
     parent = index.parents.get(node)
     while parent is not None and not isinstance(parent, SCOPE_NODES):
-        if isinstance(parent, LOOP_NODES):
-            trains = index.training_scopes.get(parent)
-            if trains is None:
-                trains = index.training_scopes[parent] = _trains(parent.body)
-            if trains:
-                return True
+        if isinstance(parent, LOOP_NODES) and loop_trains(index, parent):
+            return True
         parent = index.parents.get(parent)
     return False
 

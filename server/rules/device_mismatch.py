@@ -17,6 +17,7 @@ from stridelens.server.analysis.values import TorchRef
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     BLOCK_STATEMENTS,
+    enclosing,
     index_of,
     insert_at,
     make_finding,
@@ -159,11 +160,9 @@ def _functions_making_tensors(analysis: Analysis) -> set[ast.AST]:
     found: set[ast.AST] = set()
     for name in FACTORIES & index.by_name.keys():
         for call in index.by_name[name]:
-            parent = index.parents.get(call)
-            while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                parent = index.parents.get(parent)
-            if parent is not None:
-                found.add(parent)
+            fn = enclosing(index, call, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if fn is not None:
+                found.add(fn)
     return found
 
 

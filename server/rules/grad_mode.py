@@ -1,8 +1,8 @@
 """Grad mode where a statement runs: set locally, or the join of the callers' modes.
 
 The engine records the mode each statement saw when it was interpreted (`grad_enabled_at`),
-with a function body's default taken as "on". Rules that need "grad is on" (SL204, SL206)
-ask here instead: a `with torch.no_grad():` or a decorator inside the function decides;
+with a function body's default taken as "on". Rules that need "grad is on" (SL201, SL204,
+SL206, SL213) ask here instead: a `with torch.no_grad():` or a decorator inside the function decides;
 otherwise the function runs in its callers' mode, joined over every call site in the file,
 and framework conventions count as callers (a Lightning `validation_step` runs under
 `no_grad`). No call site known means unknown.
@@ -17,7 +17,7 @@ from enum import Enum
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.torch_api import GRAD_CONTEXTS
 from stridelens.server.analysis.values import GradContext, TorchRef
-from stridelens.server.rules._helpers import Index, index_of
+from stridelens.server.rules._helpers import Index, enclosing, index_of
 
 
 class GradMode(str, Enum):
@@ -102,10 +102,9 @@ def local_mode(analysis: Analysis, node: ast.AST) -> tuple[GradMode | None, Func
 
 
 def _function_of(index: Index, node: ast.AST) -> FunctionNode | None:
-    parent = index.parents.get(node)
-    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        parent = index.parents.get(parent)
-    return parent if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    """The function `node` runs in; None at module level or directly in a class body."""
+    scope = enclosing(index, node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    return scope if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
 def mode_at(analysis: Analysis, node: ast.AST) -> GradMode:

@@ -25,6 +25,7 @@ from stridelens.server.rules._helpers import (
     PARAM_ATTRS,
     Index,
     call_name,
+    enclosing_scope,
     index_of,
     is_inplace_method,
     make_finding,
@@ -296,7 +297,7 @@ def _scopes_with_writes(analysis: Analysis) -> set[ast.AST | None]:
     index = index_of(analysis)
     writes: list[ast.AST] = [*index.aug_assigns, *index.subscript_stores]
     for name, calls in index.by_name.items():
-        if name.endswith("_") and not name.endswith("__"):
+        if is_inplace_method(name):
             writes.extend(calls)
     writes.extend(c for c in index.calls if any(k.arg == "inplace" for k in c.keywords))
     writes.extend(c for c in index.calls if _inplace_module(analysis.values.get(c.func)))
@@ -312,10 +313,9 @@ def _scopes_with_writes(analysis: Analysis) -> set[ast.AST | None]:
 
 
 def _scope_of(index: Index, node: ast.AST) -> ast.AST | None:
-    parent = index.parents.get(node)
-    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        parent = index.parents.get(parent)
-    return parent if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+    """The function whose body holds `node`; None for the module body (and lambdas)."""
+    scope = enclosing_scope(index, node)
+    return scope if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 
 
 def check_inplace_on_saved(analysis: Analysis) -> list[Finding]:

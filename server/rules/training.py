@@ -10,6 +10,7 @@ from stridelens.server.analysis.values import ClassInfo, InstanceValue, ModuleVa
 from stridelens.server.rules import grad_mode, register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
+    body_trains,
     call_name,
     dotted,
     enclosing,
@@ -64,10 +65,6 @@ _FORWARD_METHOD = re.compile(
     r"^(forward\w*|encode\w*|decode\w*|greedy_decode|beam_search\w*|predict\w*|infer\w*|sample|translate|"
     r"embed\w*|extract_features)$"
 )
-
-
-def _trains(body: list[ast.stmt]) -> bool:
-    return any(is_backward_call(node) or is_optimizer_step(node) for node in walk_body(body))
 
 
 def _submodule_of_self(fn: ast.AST | None, callee: ast.expr) -> bool:
@@ -185,7 +182,7 @@ def check_inference_without_no_grad(analysis: Analysis) -> list[Finding]:
         by_callers = _params_evaluated_by_callers(analysis, fn, at) if fn is not None and at else {}
         evaluated: dict[str, str] = {p: f"after `{p}.eval()` in `{caller}`" for p, caller in by_callers.items()}
         named = (
-            fn is not None and bool(_INFERENCE_FUNCTION.search(fn.name)) and not _trains(body)
+            fn is not None and bool(_INFERENCE_FUNCTION.search(fn.name)) and not body_trains(body)
         )
         # Forwards after `eval()` wait here until the model goes back to `train()` (reported)
         # or a backward / optimizer step uses them (training in eval mode: dropped).

@@ -18,8 +18,7 @@ from stridelens.server.rules._helpers import (
     append_edit,
     enclosing,
     index_of,
-    is_backward_call,
-    is_optimizer_step,
+    loop_trains,
     make_finding,
     node_range,
     segment,
@@ -111,17 +110,13 @@ def _outlives_step(analysis: Analysis, call: ast.Call, container: ast.expr) -> s
             return None
         # A list filled in a loop and stacked after it is the function's own scratch: only a
         # training loop, or a script's loop, keeps it for the run.
-        if enclosing(index, loop, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) is not None and not _trains(loop):
+        if enclosing(index, loop, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) is not None and not loop_trains(index, loop):
             return None
         for node in ast.walk(loop):
             if isinstance(node, ast.Name) and node.id == container.id and isinstance(node.ctx, ast.Store):
                 return None  # rebound inside the loop: per iteration
         return f"kept in `{container.id}` across loop iterations"
     return None
-
-
-def _trains(loop: ast.AST) -> bool:
-    return any(is_backward_call(n) or is_optimizer_step(n) for n in ast.walk(loop))
 
 
 def _on_self(node: ast.expr) -> bool:
