@@ -164,6 +164,8 @@ def check_data_attr(analysis: Analysis) -> list[Finding]:
         where_run = runtime_path(analysis, stmt)
         if where_run is None:
             continue
+        # Forward code: a graph will use the value (warning). Else an update between steps.
+        in_forward = bool(_FORWARD_FUNCTION.search(where_run))
         use = data_use(index.parents, attr)
         if use == "assign" and not (isinstance(stmt, ast.Assign) and _same_layout(analysis, attr.value, stmt.value)):
             continue  # a swap to another shape/dtype: `.data =` is the only spelling
@@ -180,7 +182,7 @@ def check_data_attr(analysis: Analysis) -> list[Finding]:
                 "counter does not see later writes, so wrong gradients go unnoticed; use `.detach()`"
             )
         else:
-            if _FORWARD_FUNCTION.search(where_run):
+            if in_forward:
                 message = (
                     f"in-place update through `.data` {where_run} is invisible to autograd (gradients "
                     "are silently computed from the changed value); do it on the tensor itself under "
@@ -195,9 +197,9 @@ def check_data_attr(analysis: Analysis) -> list[Finding]:
             if use == "inplace" and torch_name is not None and isinstance(stmt, (ast.Expr, ast.AugAssign, ast.Assign)):
                 fix = _no_grad_fix(analysis, stmt, attr, torch_name)
         finding = make_finding(analysis, SL204, where, message, fix)
-        if not _FORWARD_FUNCTION.search(where_run):
-            # An update between steps (EMA, a hand-written SGD, grad scaling): no graph is
-            # waiting on the value, so the cost is a check autograd cannot make.
+        if not in_forward:
+            # EMA, a hand-written SGD, grad scaling: no graph is waiting on the value, so
+            # the cost is a check autograd cannot make.
             finding = replace(finding, severity=Severity.INFORMATION)
         out.append(finding)
     return out
