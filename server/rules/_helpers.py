@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from stridelens.server.analysis import Analysis, TensorFact
 from stridelens.server.analysis.values import InstanceValue, ModuleValue, TorchRef
@@ -74,59 +75,114 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+_GETTERS: dict[type, Callable[[ast.AST], tuple[object, ...]]] = {}
+_SOURCE_ORDER = attrgetter("lineno", "col_offset")
+
+
+def _getter(kind: type) -> Callable[[ast.AST], tuple[object, ...]]:
+    """A C-level getter of `kind`'s child-holding fields, always returning a tuple."""
+    fields = _child_fields(kind)
+    if len(fields) == 1:
+        one = attrgetter(fields[0])
+        getter: Callable[[ast.AST], tuple[object, ...]] = lambda node: (one(node),)  # noqa: E731
+    elif fields:
+        getter = attrgetter(*fields)
+    else:
+        getter = lambda node: ()  # noqa: E731
+    _GETTERS[kind] = getter
+    return getter
+
+
+# Node types with no child nodes: recorded as children, never pushed to be walked.
+_LEAF_TYPES = frozenset({ast.Name, ast.Constant})
+
+
 def index_of(analysis: Analysis) -> Index:
     cached = getattr(analysis, "_rules_index", None)
     if isinstance(cached, Index):
         return cached
     index = Index()
     parents = index.parents
+    calls = index.calls
+    attributes = index.attributes
     stack: list[ast.AST] = [analysis.tree]
+    push = stack.append
+    pop = stack.pop
+    getters = _GETTERS
+    leaves = _LEAF_TYPES
     AST = ast.AST
     while stack:
-        node = stack.pop()
-        # `ast.iter_child_nodes`, inlined: this walk is most of a file's rule time.
-        for name in _child_fields(type(node)):
-            value = getattr(node, name, None)
-            if isinstance(value, list):
+        node = pop()
+        kind = type(node)
+        getter = getters.get(kind)
+        if getter is None:
+            getter = _getter(kind)
+        # `ast.iter_child_nodes`, inlined, one C call per node for its fields, and leaves
+        # never walked: this walk is most of a file's rule time.
+        for value in getter(node):
+            if value.__class__ is list:
                 for child in value:
                     if isinstance(child, AST):
                         parents[child] = node
-                        stack.append(child)
+                        if child.__class__ not in leaves:
+                            push(child)
             elif isinstance(value, AST):
                 parents[value] = node
-                stack.append(value)
-        if isinstance(node, ast.Call):
-            index.calls.append(node)
-            name = call_name(node)
-            if name:
-                index.by_name.setdefault(name, []).append(node)
-        elif isinstance(node, ast.Attribute):
-            index.attributes.append(node)
-        elif isinstance(node, ast.Subscript):
-            if isinstance(node.ctx, ast.Store):
-                index.subscript_stores.append(node)
-        elif isinstance(node, ast.AugAssign):
-            index.aug_assigns.append(node)
-        elif isinstance(node, LOOP_NODES):
-            index.loops.append(node)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            index.functions.append(node)
-        elif isinstance(node, ast.Import):
-            if any(a.name == "torch" or a.name.startswith("torch.") for a in node.names):
+                if value.__class__ not in leaves:
+                    push(value)
+        kind_index = _KIND_OF.get(kind)
+        if kind_index is None:
+            continue
+        if kind_index == _CALL:
+            calls.append(node)  # type: ignore[arg-type]
+            called = call_name(node)  # type: ignore[arg-type]
+            if called:
+                index.by_name.setdefault(called, []).append(node)  # type: ignore[arg-type]
+        elif kind_index == _ATTRIBUTE:
+            attributes.append(node)  # type: ignore[arg-type]
+        elif kind_index == _SUBSCRIPT:
+            if isinstance(node.ctx, ast.Store):  # type: ignore[attr-defined]
+                index.subscript_stores.append(node)  # type: ignore[arg-type]
+        elif kind_index == _AUG_ASSIGN:
+            index.aug_assigns.append(node)  # type: ignore[arg-type]
+        elif kind_index == _LOOP:
+            index.loops.append(node)  # type: ignore[arg-type]
+        elif kind_index == _FUNCTION:
+            index.functions.append(node)  # type: ignore[arg-type]
+        elif kind_index == _IMPORT:
+            if any(a.name == "torch" or a.name.startswith("torch.") for a in node.names):  # type: ignore[attr-defined]
                 index.imports_torch = True
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            if node.module and (node.module == "torch" or node.module.startswith("torch.")):
+        elif kind_index == _IMPORT_FROM:
+            module = node.module  # type: ignore[attr-defined]
+            if node.level == 0 and module and (module == "torch" or module.startswith("torch.")):  # type: ignore[attr-defined]
                 index.imports_torch = True
-    # Source order for stable output and order-sensitive rules.
-    key = _pos_key
+    # Source order for stable output and order-sensitive rules (all of these have positions).
+    key = _SOURCE_ORDER
     index.calls.sort(key=key)
     index.attributes.sort(key=key)
     index.loops.sort(key=key)
     index.functions.sort(key=key)
-    for calls in index.by_name.values():
-        calls.sort(key=key)
+    for by_name in index.by_name.values():
+        by_name.sort(key=key)
     analysis._rules_index = index  # type: ignore[attr-defined]
     return index
+
+
+_CALL, _ATTRIBUTE, _SUBSCRIPT, _AUG_ASSIGN, _LOOP, _FUNCTION, _IMPORT, _IMPORT_FROM = range(8)
+# What the index keeps of each node type (a dict lookup instead of a chain of isinstance).
+_KIND_OF: dict[type, int] = {
+    ast.Call: _CALL,
+    ast.Attribute: _ATTRIBUTE,
+    ast.Subscript: _SUBSCRIPT,
+    ast.AugAssign: _AUG_ASSIGN,
+    ast.For: _LOOP,
+    ast.AsyncFor: _LOOP,
+    ast.While: _LOOP,
+    ast.FunctionDef: _FUNCTION,
+    ast.AsyncFunctionDef: _FUNCTION,
+    ast.Import: _IMPORT,
+    ast.ImportFrom: _IMPORT_FROM,
+}
 
 
 def _pos_key(node: ast.AST) -> tuple[int, int]:
