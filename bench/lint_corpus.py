@@ -75,6 +75,16 @@ def parse_loop(files: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def compile_stridelens() -> None:
+    """Bytecode for stridelens' own modules, as `pip install` writes for an installed tool.
+    An editable checkout under PYTHONDONTWRITEBYTECODE=1 (this machine's default) has none,
+    so every `check` would recompile ~50 modules first (~0.2 s, a tenth of timm's floor)."""
+    import compileall
+
+    for folder in ("server", "inspector"):
+        compileall.compile_dir(str(HERE.parent / folder), quiet=1)
+
+
 def run_check(root: Path, jobs: int) -> tuple[float, list[dict]]:
     start = time.perf_counter()
     proc = subprocess.run(
@@ -117,6 +127,7 @@ def main() -> int:
     args = parser.parse_args()
 
     trees = fetch(PACKAGES + ((TRANSFORMERS,) if args.transformers else ()))
+    compile_stridelens()
     torchfix = None if args.skip_torchfix else ensure_torchfix()
     all_findings: list[dict] = []
     print(f"{'tree':<27} {'files':>6} {'lines':>8} {'parse s':>8} {'check 1c':>9} {'x parse':>8} "
@@ -128,7 +139,8 @@ def main() -> int:
             with open(path, "rb") as handle:
                 lines += handle.read().count(b"\n")
         parse_s = min(parse_loop(files) for _ in range(2))
-        one_s, findings = run_check(root, 1)
+        # The same treatment as the floor: the best of two runs (this machine is noisy).
+        one_s, findings = min(run_check(root, 1), run_check(root, 1), key=lambda run: run[0])
         many_s, _ = run_check(root, args.jobs)
         all_findings.extend(findings)
         run_tf = torchfix is not None and not label.startswith("transformers")

@@ -50,7 +50,8 @@ _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 def split_lines(source: str) -> list[str]:
     """Lines as Python's tokenizer counts them (`str.splitlines` also breaks on form feeds,
     U+2028 and friends, which would shift every position after them)."""
-    lines = _LINE_BREAK.split(source)
+    # `str.split` is several times faster than the regex, and most files have no `\r`.
+    lines = source.split("\n") if "\r" not in source else _LINE_BREAK.split(source)
     if lines and lines[-1] == "" and len(lines) > 1:
         lines.pop()
     return lines if source else []

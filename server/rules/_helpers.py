@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -166,6 +167,32 @@ def index_of(analysis: Analysis) -> Index:
         by_name.sort(key=key)
     analysis._rules_index = index  # type: ignore[attr-defined]
     return index
+
+
+def walk(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk`'s nodes in its order (breadth first), less the shared ctx/operator
+    singletons (`Load()`, `Add()`), at a fraction of its cost: one C getter per node and no
+    generator per child list."""
+    getters = _GETTERS
+    leaves = _LEAF_TYPES
+    AST = ast.AST
+    todo = deque([node])
+    pop = todo.popleft
+    push = todo.append
+    while todo:
+        node = pop()
+        yield node
+        kind = node.__class__
+        if kind in leaves:
+            continue
+        getter = getters.get(kind) or _getter(kind)
+        for value in getter(node):
+            if value.__class__ is list:
+                for child in value:
+                    if isinstance(child, AST):
+                        push(child)
+            elif isinstance(value, AST):
+                push(value)
 
 
 _CALL, _ATTRIBUTE, _SUBSCRIPT, _AUG_ASSIGN, _LOOP, _FUNCTION, _IMPORT, _IMPORT_FROM = range(8)

@@ -19,6 +19,7 @@ from stridelens.server.rules._helpers import (
     segment,
     short,
     torch_path,
+    walk,
     walk_body,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
@@ -95,14 +96,14 @@ def _holds_tensors(analysis: Analysis, data: ast.expr, call: ast.Call) -> bool:
 def _type_checked(analysis: Analysis, call: ast.Call, data: ast.expr) -> bool:
     """Inside an `if` that tests `isinstance(<data...>, torch.Tensor)`: the code already
     handles tensors on its other branch (timm's naflex collate)."""
-    names = {n.id for n in ast.walk(data) if isinstance(n, ast.Name)}
+    names = {n.id for n in walk(data) if isinstance(n, ast.Name)}
     index = index_of(analysis)
     node: ast.AST | None = index.parents.get(call)
     while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         if isinstance(node, (ast.If, ast.IfExp)):
-            for sub in ast.walk(node.test):
+            for sub in walk(node.test):
                 if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "isinstance" and len(sub.args) == 2:
-                    checked = {n.id for n in ast.walk(sub.args[0]) if isinstance(n, ast.Name)}
+                    checked = {n.id for n in walk(sub.args[0]) if isinstance(n, ast.Name)}
                     kind = segment(analysis, sub.args[1])
                     if checked & names and "Tensor" in kind:
                         return True

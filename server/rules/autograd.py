@@ -31,6 +31,7 @@ from stridelens.server.rules._helpers import (
     short,
     stores_name,
     torch_path,
+    walk,
     walk_body,
     walk_scope,
 )
@@ -90,7 +91,7 @@ def _backward_after_loop(analysis: Analysis, loop: ast.AST, names: set[str]) -> 
         assert isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
         if node.lineno > loop_end:
             return True
-        mentioned = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        mentioned = {n.id for n in walk(node) if isinstance(n, ast.Name)}
         if mentioned & names:
             return True
     # `torch.autograd.backward(total)` / `sum(losses).backward()` forms are covered above.
@@ -215,7 +216,7 @@ def _reset_in_loop(loop: ast.AST, name: str, stmt: ast.stmt) -> bool:
 
 def _backwarded_here(value: ast.expr, backwarded: set[str]) -> bool:
     """Backward runs, in this iteration, on the stored tensor (or on what it was computed from)."""
-    return any(isinstance(n, ast.Name) and n.id in backwarded for n in ast.walk(value))
+    return any(isinstance(n, ast.Name) and n.id in backwarded for n in walk(value))
 
 
 def _storing(
@@ -255,7 +256,7 @@ def _storing(
             return None
         # avg = 0.9 * avg + 0.1 * loss
         if isinstance(target, ast.Name) and isinstance(stmt.value, ast.BinOp) and target.id not in backwarded:
-            mentions = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Name)]
+            mentions = [n for n in walk(stmt.value) if isinstance(n, ast.Name)]
             if any(n.id == target.id for n in mentions):
                 for n in mentions:
                     if n.id != target.id and _carries_graph(analysis, n, backwarded):

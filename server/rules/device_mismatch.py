@@ -24,6 +24,7 @@ from stridelens.server.rules._helpers import (
     node_range,
     segment,
     short,
+    walk,
     walk_statements,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
@@ -63,7 +64,7 @@ def _device_source(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 def _derived(names: set[str], node: ast.expr) -> str | None:
     """The input name `node` is computed from, if any."""
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if isinstance(sub, ast.Name) and sub.id in names:
             return sub.id
     return None
@@ -90,7 +91,7 @@ class _Forward:
         return self.inputs[found] if found is not None and self.cpu_operand(node) is None else None
 
     def mixes(self, stmt: ast.stmt) -> None:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             pairs: list[tuple[ast.expr, ast.expr]] = []
             if isinstance(node, ast.BinOp) and isinstance(node.op, _COMBINING_OPS):
                 pairs = [(node.left, node.right), (node.right, node.left)]
@@ -122,7 +123,7 @@ class _Forward:
 
     def bind(self, stmt: ast.stmt) -> None:
         if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
-            for sub in ast.walk(stmt):
+            for sub in walk(stmt):
                 if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                     self.cpu.pop(sub.id, None)
                     self.inputs.pop(sub.id, None)

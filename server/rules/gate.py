@@ -22,7 +22,7 @@ import ast
 
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import ClassInfo, InstanceValue, ModuleValue, TorchRef
-from stridelens.server.rules._helpers import index_of
+from stridelens.server.rules._helpers import index_of, walk
 
 _LAYOUT_CALLS = frozenset({"view", "reshape", "reshape_as", "flatten", "ravel"})
 _CONV_LIKE = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "linear"})
@@ -76,7 +76,7 @@ def _own_definitions(analysis: Analysis) -> frozenset[str]:
     names = getattr(analysis, "_own_definitions", None)
     if names is None:
         names = frozenset(
-            n.name for n in ast.walk(analysis.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            n.name for n in walk(analysis.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         )
         analysis._own_definitions = names  # type: ignore[attr-defined]
     return names  # type: ignore[no-any-return]

@@ -32,6 +32,7 @@ from stridelens.server.rules._helpers import (
     node_range,
     segment,
     short,
+    walk,
     walk_statements,
 )
 from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
@@ -157,7 +158,7 @@ class _Walk:
         # Saves made while evaluating the right-hand side (inner calls first).
         value = getattr(stmt, "value", None)
         if isinstance(value, ast.expr):
-            for node in ast.walk(value):
+            for node in walk(value):
                 if isinstance(node, ast.Call):
                     self.call(node, stmt, saves)
                 elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
@@ -259,7 +260,7 @@ class _Walk:
 
 
 def _stored_names(target: ast.expr) -> list[str]:
-    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    return [n.id for n in walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
 
 
 def _is_view(value: ast.expr) -> bool:
@@ -299,13 +300,15 @@ def _scopes_with_writes(analysis: Analysis) -> set[ast.AST | None]:
     for name, calls in index.by_name.items():
         if is_inplace_method(name):
             writes.extend(calls)
-    writes.extend(c for c in index.calls if any(k.arg == "inplace" for k in c.keywords))
-    writes.extend(c for c in index.calls if _inplace_module(analysis.values.get(c.func)))
     # ... and something that saves: an op of the table, or a product (`a * w` saves `a`),
     # which can only matter for an index write or an in-place op.
     savers: list[ast.AST] = [*index.subscript_stores]
+    values = analysis.values
     for call in index.calls:
-        value = analysis.values.get(call.func)
+        value = values.get(call.func)
+        inplace_flag = bool(call.keywords) and any(k.arg == "inplace" for k in call.keywords)
+        if inplace_flag or _inplace_module(value):
+            writes.append(call)
         name = call_name(call)
         if name in SAVES or name.removesuffix("_") in SAVES or (isinstance(value, ModuleValue) and value.path.rsplit(".", 1)[-1] in MODULE_OPS):
             savers.append(call)

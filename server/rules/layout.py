@@ -23,6 +23,7 @@ from stridelens.server.rules._helpers import (
     segment,
     short,
     stores_name,
+    walk,
     walk_body,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
@@ -327,7 +328,7 @@ def _later_read(statements: list[ast.stmt], base: str, view: str) -> int | None:
     for stmt in statements:
         if isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.AsyncFor, ast.AsyncWith)):
             continue  # their bodies are visited as statements of their own
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, ast.Name) and node.id == base and isinstance(node.ctx, ast.Load):
                 return stmt.lineno
         if stores_name(stmt, base) or stores_name(stmt, view):

@@ -24,6 +24,7 @@ from stridelens.server.rules._helpers import (
     segment,
     short,
     torch_path,
+    walk,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
 from stridelens.server.units import human_bytes
@@ -112,7 +113,7 @@ def _outlives_step(analysis: Analysis, call: ast.Call, container: ast.expr) -> s
         # training loop, or a script's loop, keeps it for the run.
         if enclosing(index, loop, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) is not None and not loop_trains(index, loop):
             return None
-        for node in ast.walk(loop):
+        for node in walk(loop):
             if isinstance(node, ast.Name) and node.id == container.id and isinstance(node.ctx, ast.Store):
                 return None  # rebound inside the loop: per iteration
         return f"kept in `{container.id}` across loop iterations"
