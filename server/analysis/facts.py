@@ -9,7 +9,7 @@ sizes are unknown.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -118,7 +118,7 @@ class TensorFact:
         return self.storage_numel * self.element_size
 
     def with_note(self, what: str, because: str, line: int) -> TensorFact:
-        return replace(self, provenance=(*self.provenance, Provenance(what, because, line)))
+        return with_fields(self, provenance=(*self.provenance, Provenance(what, because, line)))
 
     def notes(self) -> list[str]:
         return [p.render() for p in self.provenance]

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import ast
 import operator
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis import torch_api as api
-from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_support import (
     _ROW_MAJOR_RESULTS,
     _STRIDED_RESULTS,
@@ -86,11 +85,11 @@ class TorchCallsMixin:
                     grad = kwargs.get("requires_grad", Const(True))
                     try:
                         param = self._torch().nn.Parameter(meta, requires_grad=bool(to_value(grad)))
-                        return replace(rp.fact_from_meta(param, tensor.device), storage_key=tensor.storage_key, view_of=tensor.view_of)
+                        return with_fields(rp.fact_from_meta(param, tensor.device), storage_key=tensor.storage_key, view_of=tensor.view_of)
                     except Exception:  # noqa: BLE001
                         pass
                 # A Parameter is the same storage and layout, as a leaf that requires grad.
-                return replace(tensor, requires_grad=True, carries_graph=False, is_view=False, meta=None)
+                return with_fields(tensor, requires_grad=True, carries_graph=False, is_view=False, meta=None)
             return TensorFact(requires_grad=True, carries_graph=False)
         if not exact:
             return self._opaque_result(args, kwargs, scope)
@@ -146,7 +145,7 @@ class TorchCallsMixin:
         if sym_shape is not None:
             dtype = kwargs.get("dtype")
             dtype_name = _dtype_of(dtype) if dtype is not None else ("int64" if name == "arange" else ("float32" if name != "full" else None))
-            return replace(symbolic, sym=lay.contiguous(sym_shape), dtype=dtype_name, assumes=self.symops.conditions_of([*args, *kwargs.values()]))
+            return with_fields(symbolic, sym=lay.contiguous(sym_shape), dtype=dtype_name, assumes=self.symops.conditions_of([*args, *kwargs.values()]))
         if not self.replay:
             if all(self._sized(v) for v in [*args, *kwargs.values()]):
                 self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
@@ -155,7 +154,7 @@ class TorchCallsMixin:
                 # Without torch, the stride algebra gives the same layouts replay would.
                 layout = lay.contiguous(literal)
                 dtype = kwargs.get("dtype")
-                return replace(
+                return with_fields(
                     symbolic,
                     sym=layout,
                     shape=literal,
@@ -279,7 +278,7 @@ class TorchCallsMixin:
             return self._symbolic_new(tensors, scope, what)
         result = self._from_output(out, tensors[0], node, what)
         if isinstance(result, TensorFact) and result.is_view and tensors:
-            result = replace(result, view_of=tensors[0].view_of)
+            result = with_fields(result, view_of=tensors[0].view_of)
         return result
 
     def _symbolic_elementwise(self: Interpreter, fn: Any, operands: list[Value], tensors: list[TensorFact], scope: Scope) -> Value | None:
@@ -472,7 +471,7 @@ class TorchCallsMixin:
         if name.endswith("_") and out is meta:
             # In place: same tensor, its facts may have changed (requires_grad_, t_()...).
             fact = rp.fact_from_meta(meta, tensor.device)
-            return replace(fact, view_of=tensor.view_of, provenance=tensor.provenance)
+            return with_fields(fact, view_of=tensor.view_of, provenance=tensor.provenance)
         result = self._from_output(out, tensor, node, text)
         if name in ("reshape", "reshape_as", "flatten", "ravel") and isinstance(result, TensorFact):
             if result.meta is not None and result.meta._base is None and result.storage_key != tensor.storage_key:
@@ -503,13 +502,13 @@ class TorchCallsMixin:
             carries_graph=tensor.carries_graph if scope.grad_enabled else False,
         )
         if name in ("chunk", "split", "tensor_split", "unbind"):
-            item = replace(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of)
+            item = with_fields(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of)
             count = args[0] if args else None
             if name == "chunk" and isinstance(count, Const) and isinstance(count.value, int) and 0 < count.value <= 64:
                 return SeqValue((item,) * count.value)
             return ListOf(item)
         if name in ("detach", "detach_"):
-            return replace(
+            return with_fields(
                 base,
                 is_view=False,
                 storage_key=tensor.storage_key,
@@ -522,19 +521,19 @@ class TorchCallsMixin:
                 contiguous=tensor.contiguous,
             )
         if name in api.VIEW_METHODS:
-            return replace(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of, permuted_by=tensor.permuted_by)
+            return with_fields(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of, permuted_by=tensor.permuted_by)
         if name == "contiguous":
-            return replace(base, contiguous=True, permuted_by=None)
+            return with_fields(base, contiguous=True, permuted_by=None)
         if name in api.MAYBE_COPY:
-            return replace(base, permuted_by=None)
+            return with_fields(base, permuted_by=None)
         if name == "clone":
-            return replace(base, is_view=False, storage_key=self.fresh_storage(), contiguous=tensor.contiguous, permuted_by=tensor.permuted_by)
+            return with_fields(base, is_view=False, storage_key=self.fresh_storage(), contiguous=tensor.contiguous, permuted_by=tensor.permuted_by)
         if name in api.CAST_METHODS:
-            return replace(base, dtype=api.CAST_METHODS[name])
+            return with_fields(base, dtype=api.CAST_METHODS[name])
         if name.endswith("_"):
             return tensor
         fresh = self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)
-        return replace(fresh, dtype=tensor.dtype if name not in ("argmax", "argmin") else "int64")
+        return with_fields(fresh, dtype=tensor.dtype if name not in ("argmax", "argmin") else "int64")
 
     def _annotate(self: Interpreter, source: TensorFact, result: TensorFact, name: str, text: str, line: int) -> TensorFact:
         """Carry the symbolic facts and the provenance that explains the result."""
@@ -555,7 +554,7 @@ class TorchCallsMixin:
             updates["permuted_by"] = source.permuted_by
         if source.detached_from and shares:
             updates["detached_from"] = source.detached_from
-        fact = replace(result, provenance=provenance, **updates)
+        fact = with_fields(result, provenance=provenance, **updates)
         if name in api.PERMUTING:
             if result.contiguous is False:
                 fact = fact.with_note("non-contiguous", text, line)
