@@ -47,6 +47,16 @@ def load_torch() -> Any:
     return _torch
 
 
+def torch_importable() -> bool:
+    """Whether this interpreter has torch, found without importing it (which takes seconds)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a broken or blocked `torch` entry in sys.modules
+        return False
+
+
 def torch_loaded() -> bool:
     return _torch is not None
 

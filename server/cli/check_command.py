@@ -20,6 +20,7 @@ from typing import Any
 
 from stridelens import __version__
 from stridelens.server.analysis import DEFAULT_BUDGET_S, SourceError, analyze_source, read_source
+from stridelens.server.analysis.replay import torch_importable
 from stridelens.server.rules.base import Finding, Severity
 
 EXCLUDED_DIRS = frozenset(
@@ -171,6 +172,12 @@ def check_files(files: list[str], settings: Settings, jobs: int) -> list[FileRes
 
 
 # ------------------------------------------------------------------------------ output
+def _diff_label(side: str, path: str) -> str:
+    """`a/pkg/mod.py` for a relative path, as git writes it; an absolute path as it is
+    (`a//tmp/x.py` reads as a typo, and `patch -p1` would strip the wrong part)."""
+    return path if os.path.isabs(path) else f"{side}/{path}"
+
+
 def _sort_key(f: Finding) -> tuple[str, int, int, str]:
     return (f.path, f.line, f.col, f.code)
 
@@ -354,8 +361,8 @@ def run(args: argparse.Namespace) -> int:
                             difflib.unified_diff(
                                 result.source.splitlines(keepends=True),
                                 outcome.source.splitlines(keepends=True),
-                                fromfile=f"a/{result.path}",
-                                tofile=f"b/{result.path}",
+                                fromfile=_diff_label("a", result.path),
+                                tofile=_diff_label("b", result.path),
                             )
                         )
                     )
@@ -373,6 +380,13 @@ def run(args: argparse.Namespace) -> int:
         if result.source is not None:
             sources[result.path] = result.source.splitlines()
     findings.sort(key=_sort_key)
+    if any(r.replayed for r in results) and not torch_importable():
+        err(
+            "note: torch is not installed for this interpreter, so no op was replayed: facts only "
+            "torch can give (concrete shapes and strides of tensors built from literal sizes) are "
+            "unknown and findings that need them are missed; symbolic findings are unaffected. "
+            "Install torch here for exact facts."
+        )
 
     if args.diff:
         sys.stdout.write("".join(diffs))

@@ -137,7 +137,11 @@ def test_fix_and_diff(tree: Path) -> None:
     assert proc.returncode == 1
     assert "-y = x.transpose(0, 1).view(-1)" in proc.stdout
     assert "+y = x.transpose(0, 1).reshape(-1)" in proc.stdout
+    assert "--- a/pkg/bad.py\n+++ b/pkg/bad.py\n" in proc.stdout
     assert target.read_text() == BAD_VIEW
+    # An absolute path is labelled as it is, not `a//tmp/...`.
+    absolute = check(str(target), "--diff", cwd=tree)
+    assert f"--- {target}\n+++ {target}\n" in absolute.stdout
     proc = check("pkg/bad.py", "--fix", cwd=tree)
     assert proc.returncode == 0, proc.stdout
     assert target.read_text() == BAD_VIEW.replace(".view(", ".reshape(")
