@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-from stridelens.inspector import reports
+from stridelens.inspector import explain_errors, reports
 from stridelens.inspector.probe import PIN_MIN_BYTES
 from stridelens.inspector.session import (
     Breakpoint,
@@ -33,6 +33,7 @@ examples:
   stridelens inspect --launch train.py --break 'train.py:42:step == 3' --expr 'x[0]' --frame
   stridelens inspect --connect 127.0.0.1:5678 --memory --top 10 --format json
   stridelens inspect --pid 4242 --memory
+  stridelens inspect --launch train.py --explain-errors
 Script arguments for --launch go after `--`.
 """
 
@@ -60,13 +61,17 @@ def register(commands: Any) -> None:
     p.add_argument("--top", type=int, default=10, metavar="N", help="with --memory: N largest storages")
     p.add_argument("--min-pin-bytes", type=int, default=PIN_MIN_BYTES, metavar="B",
                    help="with --memory: smallest storage worth a 'view pins storage' finding")
+    p.add_argument("--explain-errors", action="store_true",
+                   help="with --launch: record in-place ops on tensors autograd saved; when backward "
+                        "raises 'modified by an inplace operation', name the op that saved the tensor "
+                        "and the in-place op that changed it, with their lines (slows every op)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     after = p.add_mutually_exclusive_group()
     after.add_argument("--continue", dest="kill", action="store_false",
                        help="afterwards detach and let the target run (default)")
     after.add_argument("--kill", dest="kill", action="store_true", help="afterwards end the target")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="seconds to wait for attach / the breakpoint (default 60)")
+                   help="seconds to wait for attach / the breakpoint / the explained error (default 60)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --connect address (debugpy runs code for any client)")
     p.add_argument("--python", metavar="PATH", help="interpreter for --launch / the PID injector")
@@ -87,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, err: Console) -> int:
+    if args.explain_errors:
+        return _run_explain(args, err)
     breaks = [Breakpoint.parse(b) for b in args.breaks]
     address = parse_address(args.connect, args.allow_remote) if args.connect else None
     if args.launch and not breaks:
@@ -148,6 +155,32 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         if args.launch and not args.kill:
             s.wait_target(timeout=None)  # type: ignore[arg-type]
     return 1 if failed else 0
+
+
+def _run_explain(args: argparse.Namespace, err: Console) -> int:
+    if not args.launch:
+        raise UsageError("--explain-errors needs --launch SCRIPT (recording starts before its first line)")
+    given = [flag for flag, on in (("--break", args.breaks), ("--pause", args.pause), ("--expr", args.expr),
+                                   ("--frame", args.frame), ("--memory", args.memory), ("--stats", args.stats))
+             if on]
+    if given:
+        raise UsageError(f"--explain-errors stops at the error by itself; drop {', '.join(given)}")
+    out = Console(width=None if sys.stdout.isatty() else 132, soft_wrap=False)
+    script = os.path.abspath(args.launch)
+    with Session(timeout=args.timeout) as s, _status(err, "starting") as status:
+        s.progress = lambda msg: status.update(msg) if status else None
+        s.launch(script, args.script_args, python=args.python)
+        report = explain_errors.explain(s, script, timeout=args.timeout)
+        if status is not None:
+            status.stop()
+        if args.format == "json":
+            print(reports.render_json(report), flush=True)
+        else:
+            reports.print_explain_errors(report, out)
+        s.finish(kill=args.kill)
+        if not args.kill:
+            s.wait_target(timeout=None)  # type: ignore[arg-type]
+    return 0
 
 
 @contextlib.contextmanager

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from typing import Any
 
 from rich import box
@@ -133,3 +135,61 @@ def print_text(report: dict[str, Any], console: Console) -> None:
         console.print(frame_table(report["frame"]))
     if "memory" in report:
         console.print(memory_tables(report["memory"]))
+
+
+def _where(loc: dict[str, Any] | None) -> Text:
+    if not loc:
+        return Text("(line not recorded)", style="dim")
+    path = loc["path"]
+    with contextlib.suppress(ValueError):  # another drive (Windows)
+        rel = os.path.relpath(path)
+        path = path if rel.startswith("..") else rel
+    return Text.assemble((f"{path}:{loc['line']}", "bold"), (f" in {loc['function']}", "dim"),
+                         (f"  {loc['code']}" if loc.get("code") else "", "cyan"))
+
+
+def explain_errors_table(r: dict[str, Any]) -> Group:
+    """The in-place error explained: tensor, saving op, in-place op(s), versions."""
+    t = Table(title="In-place modification of a tensor autograd saved for backward", box=box.SIMPLE_HEAD,
+              show_header=False, title_justify="left")
+    t.add_column("fact", style="bold cyan")
+    t.add_column("value")
+    tensor = r.get("tensor")
+    if tensor:
+        names = ", ".join(f"{n['name']}" + ("" if n["same_window"] else f" (a view {_tuple(n['shape'])})")
+                          + f" in {n['function']}" for n in tensor["names"]) or "no name (the frames that held it have returned)"
+        t.add_row("tensor", f"{_tuple(tensor['shape'])} {tensor['dtype']} {tensor['device']}; bound to: {names}")
+    saved = r.get("saved_by")
+    if saved:
+        what = "its output" if saved["as"].startswith("result") else f"its input `{saved['as']}`"
+        op = f"{saved['op']} ({saved['node']} keeps {what})" if saved.get("op") else saved["node"]
+        t.add_row("saved by", Text.assemble(op, " at ", _where(saved.get("location"))))
+    for m in r.get("modified_by", []):
+        t.add_row("modified by", Text.assemble(f"{m['op']} (version {m['version_before']} → {m['version_after']}) at ",
+                                               _where(m.get("location"))))
+    if saved and not r.get("modified_by"):
+        t.add_row("modified by", Text("not recorded (an in-place op on another thread, or through .data)",
+                                      style="dim"))
+    t.add_row("versions", f"expected {r.get('expected_version')}, actual {r.get('actual_version')}")
+    t.add_row("torch said", Text(r.get("message", ""), style="dim"))
+    return Group(t)
+
+
+def print_explain_errors(report: dict[str, Any], console: Console) -> None:
+    r = report["explain_errors"]
+    tgt = report.get("target") or {}
+    if not r["occurred"]:
+        if r.get("finished"):
+            what = f"the script finished (exit code {r['exit_code']})"
+        else:
+            what = f"the script was still running after {r['waited_s']:g} s (see --timeout)"
+        console.print(Text.assemble(
+            ("No in-place error: ", "bold green"),
+            f"{what} without raising 'one of the variables needed for gradient computation has been "
+            "modified by an inplace operation'.", (f"  — pid {tgt.get('pid')}, torch {tgt.get('torch')}", "dim")))
+        return
+    stop = report.get("stop") or {}
+    console.print(Text.assemble(("raised at ", "dim"), (f"{stop.get('path')}:{stop.get('line')}", "bold"),
+                                (f" in {stop.get('function')}", "dim"),
+                                (f"  — pid {tgt.get('pid')}, torch {tgt.get('torch')}", "dim")))
+    console.print(explain_errors_table(r))

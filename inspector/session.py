@@ -436,21 +436,27 @@ class Session:
 
     def ensure_probe(self) -> dict[str, Any]:
         """Inject the probe once per target (a private module that persists across sessions)."""
-        src = Path(probe_module.__file__).read_text()
+        self.inject(probe_module.__file__, probe_module.PRIVATE_NAME, "<stridelens-probe>")
+        self.target = self.call_probe("setup_json()")
+        return self.target
+
+    def inject(self, path: str, private_name: str, filename: str) -> None:
+        """Evaluate a module's source into `sys.modules[private_name]` of the target, unless
+        that exact source is already there."""
+        src = Path(path).read_text()
         digest = hashlib.sha1(src.encode()).hexdigest()[:16]
-        have = self.evaluate(f"getattr(__import__('sys').modules.get({probe_module.PRIVATE_NAME!r}), 'SOURCE_ID', None)")
+        have = self.evaluate(f"getattr(__import__('sys').modules.get({private_name!r}), 'SOURCE_ID', None)")
         if have != digest:
             src += f"\nSOURCE_ID = {digest!r}\n"
             # One expression: a multi-statement snippet would leave temporaries in the user's globals.
             self.evaluate(
-                f"exec(compile({src!r}, '<stridelens-probe>', 'exec'), "
-                f"__import__('sys').modules.setdefault({probe_module.PRIVATE_NAME!r}, "
-                f"__import__('types').ModuleType({probe_module.PRIVATE_NAME!r})).__dict__)")
-        self.target = self.call_probe("setup_json()")
-        return self.target
+                f"exec(compile({src!r}, {filename!r}, 'exec'), "
+                f"__import__('sys').modules.setdefault({private_name!r}, "
+                f"__import__('types').ModuleType({private_name!r})).__dict__)")
 
-    def call_probe(self, call: str) -> Any:
-        raw = self.evaluate(f"{PROBE}.{call}")
+    def call_probe(self, call: str, module: str = probe_module.PRIVATE_NAME,
+                   timeout: float | None = None) -> Any:
+        raw = self.evaluate(f"__import__('sys').modules[{module!r}].{call}", timeout=timeout)
         try:
             out = json.loads(raw)
         except ValueError as e:
@@ -467,6 +473,74 @@ class Session:
 
     def process_report(self, top: int = 20, min_pin_bytes: int = probe_module.PIN_MIN_BYTES) -> dict[str, Any]:
         return dict(self.call_probe(f"process_report_json({int(top)}, {int(min_pin_bytes)}, locals())"))
+
+    # ------------------------------------------------------------------ running on
+
+    def clear_breakpoints(self) -> None:
+        """Drop the line breakpoints set by `handshake` (the target will not stop at them)."""
+        c = self._c()
+        for path in {bp.path for bp in self.breakpoints}:
+            c.request("setBreakpoints", {"source": {"path": path}, "breakpoints": []}, timeout=self.timeout)
+        self.breakpoints = []
+
+    def break_on_raised(self, exception_names: list[str]) -> None:
+        """Stop wherever one of these exceptions (or a subclass) is raised, caught or not."""
+        options = [{"path": [{"names": ["Python Exceptions"]}, {"names": exception_names}],
+                    "breakMode": "always"}] if exception_names else []
+        self._c().request("setExceptionBreakpoints", {"filters": [], "exceptionOptions": options},
+                          timeout=self.timeout)
+
+    def resume(self) -> None:
+        if self.thread_id is None:
+            raise InspectError("the target is not stopped")
+        try:
+            self._c().request("continue", {"threadId": self.thread_id}, timeout=self.timeout)
+        except DapClosed as e:
+            raise TargetGone(self._exit_message("while resuming")) from e
+
+    def next_stop(self, timeout: float) -> int | None:
+        """Wait for the next stop (then None) or the target's exit (then its exit code, or -1
+        when unknown); DapTimeout when neither comes in time."""
+        c = self._c()
+        try:
+            i, ev = c.wait_event({"stopped", "terminated", "exited"}, timeout, self._event_cursor)
+        except DapClosed:
+            return self._exit_code()
+        self._event_cursor = i + 1
+        if ev["event"] != "stopped":
+            return self._exit_code()
+        body = ev.get("body") or {}
+        self.stop_reason = body.get("reason")
+        self.thread_id = body.get("threadId")
+        self._select_frame()
+        return None
+
+    def _exit_code(self) -> int:
+        code = None
+        for ev in self._c().events():
+            if ev.get("event") == "exited":
+                code = (ev.get("body") or {}).get("exitCode")
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self.proc.wait(timeout=5.0)
+        return -1 if code is None else int(code)
+
+    def stack(self, levels: int = 64) -> list[dict[str, Any]]:
+        """The stopped thread's frames, innermost first; `user` marks frames outside libraries."""
+        frames = self._c().request("stackTrace", {"threadId": self.thread_id, "startFrame": 0,
+                                                  "levels": levels}, timeout=self.timeout)
+        return [{**f, "user": not _library_frame(f)} for f in frames.get("stackFrames", [])]
+
+    def in_frame(self, frame_id: int) -> contextlib.AbstractContextManager[None]:
+        """Evaluate in another frame of the stopped thread for the duration of the block."""
+        @contextlib.contextmanager
+        def switch() -> Any:
+            saved, self.frame_id = self.frame_id, frame_id
+            try:
+                yield
+            finally:
+                self.frame_id = saved
+        return switch()
 
     # ------------------------------------------------------------------ leaving
 
