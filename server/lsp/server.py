@@ -15,6 +15,7 @@ from stridelens.server.lsp import (
     memtrace,
 )
 from stridelens.server.lsp.session import StridelensServer
+from stridelens.server.lsp.transport import StreamLost, stream_lost
 
 
 def build_server() -> StridelensServer:
@@ -152,7 +153,10 @@ def serve_stdio(log_file: str | None = None) -> int:
     lifecycle.configure_logging(log_file)
     server = build_server()
     memtrace.start(server)
-    server.start_io()
+    try:
+        server.start_io()
+    except StreamLost as err:
+        lifecycle.hard_exit(stream_lost(err))
     # stdin closed without `exit`: the client is gone.
     lifecycle.hard_exit(0 if server.protocol._shutdown else 1)
     return 1
@@ -162,6 +166,9 @@ def serve_tcp(host: str, port: int, log_file: str | None = None) -> int:
     lifecycle.configure_logging(log_file)
     server = build_server()
     memtrace.start(server)
-    server.start_tcp(host, port)
+    try:
+        server.start_tcp(host, port)
+    except StreamLost as err:
+        lifecycle.hard_exit(stream_lost(err))
     lifecycle.hard_exit(0 if server.protocol._shutdown else 1)
     return 1

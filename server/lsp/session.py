@@ -15,7 +15,7 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -29,6 +29,7 @@ from stridelens.server.lsp.configuration import Settings, merge_settings, projec
 from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
 from stridelens.server.lsp.partial import PartialText, partial_text
 from stridelens.server.lsp.protocol import StridelensProtocol
+from stridelens.server.lsp.transport import run_stdio, run_tcp
 from stridelens.server.lsp.worker import EXACT_BUDGET_S, SYMBOLIC_BUDGET_S, Worker
 
 log = logging.getLogger("stridelens.lsp")
@@ -68,6 +69,13 @@ class StridelensServer(LanguageServer):
         self.exact_ready = False
         self.started = time.monotonic()
         self._event_loop: asyncio.AbstractEventLoop | None = None
+
+    # pygls' read loops go deaf after one badly framed message: ours resync (transport.py).
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        run_stdio(self, stdin, stdout)
+
+    def start_tcp(self, host: str, port: int) -> None:
+        run_tcp(self, host, port)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         """Messages the read loop could not handle (bad JSON, not an object, no `jsonrpc`) are

@@ -1,4 +1,5 @@
-"""A raw LSP client over a subprocess's stdio, for tests that need bytes pytest-lsp won't send.
+"""A raw LSP client over a subprocess's stdio (or its --tcp socket on loopback), for tests
+that need bytes pytest-lsp won't send.
 
 One reader thread parses Content-Length frames into a message log; requests wait on their
 id with a deadline; server-to-client requests (workspace/configuration, refresh, register)
@@ -10,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 SERVER = [sys.executable, "-m", "stridelens", "serve"]
 
@@ -26,14 +28,33 @@ def frame(payload: dict[str, Any] | bytes) -> bytes:
     return b"Content-Length: %d\r\n\r\n" % len(body) + body
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class LspProcess:
+    """`tcp_port`: start the server with `--tcp 127.0.0.1:PORT` and talk over that socket."""
+
     def __init__(self, cmd: Sequence[str] = SERVER, cwd: Path | str | None = None,
-                 env: dict[str, str] | None = None, stderr: BinaryIO | int | None = None) -> None:
+                 env: dict[str, str] | None = None, stderr: BinaryIO | int | None = None,
+                 tcp_port: int | None = None) -> None:
+        args = list(cmd) + ([] if tcp_port is None else ["--tcp", f"127.0.0.1:{tcp_port}"])
         self.proc = subprocess.Popen(
-            list(cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            args, stdin=subprocess.PIPE if tcp_port is None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if tcp_port is None else subprocess.DEVNULL,
             stderr=subprocess.DEVNULL if stderr is None else stderr,
             cwd=cwd, env={**os.environ, **(env or {})},
         )  # fmt: skip
+        self.sock: socket.socket | None = None
+        if tcp_port is None:
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.stdin: IO[bytes] = self.proc.stdin
+            self.stdout: IO[bytes] = self.proc.stdout
+        else:
+            self.sock = self._connect(tcp_port)
+            self.stdin, self.stdout = self.sock.makefile("wb"), self.sock.makefile("rb")
         self.messages: list[dict[str, Any]] = []
         self.cond = threading.Condition()
         self.closed = False
@@ -43,9 +64,21 @@ class LspProcess:
         self.reader.start()
 
     # ------------------------------------------------------------------ wire
+    def _connect(self, port: int) -> socket.socket:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                sock.settimeout(None)  # the reader thread waits as long as the server is silent
+                return sock
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.close()
+                    raise
+                time.sleep(0.1)
+
     def _read(self) -> None:
-        stream = self.proc.stdout
-        assert stream is not None
+        stream = self.stdout
         try:
             while True:
                 length = None
@@ -79,10 +112,9 @@ class LspProcess:
             self.send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
 
     def send_bytes(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
         with self._write_lock:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
+            self.stdin.write(data)
+            self.stdin.flush()
 
     def send(self, payload: dict[str, Any] | bytes) -> None:
         self.send_bytes(frame(payload))
@@ -186,7 +218,8 @@ class LspProcess:
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.proc.stdin, self.proc.stdout, getattr(self, "stdin", None),
+                       getattr(self, "stdout", None), getattr(self, "sock", None)):  # fmt: skip
             with contextlib.suppress(OSError, ValueError):
                 if stream is not None:
                     stream.close()

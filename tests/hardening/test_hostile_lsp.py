@@ -111,6 +111,72 @@ def test_malformed_frames_are_ignored(lsp: LspProcess) -> None:
     assert lsp.proc.poll() is None
 
 
+# ---------------------------------------------------------------------------- resync
+# Framing errors (issue 20). pygls 2.1.1's reader went deaf for good after one of these: it
+# matched `^Content-Length: (\d+)\r\n$` on whole lines, so a wrong length glued the rest of
+# a body to the next header and no header matched again. Each case sends a hover request
+# (id HOSTILE) framed the wrong way, then the canary hover. The canary must be answered, and
+# so must HOSTILE: with its hover when the framing is only unusual (the spec allows it), with
+# a parse error (-32700) under its id when its bytes are broken.
+HOSTILE = 4242
+ANSWERED, PARSE_ERROR, PARSE_ERROR_NULL = "answered", "parse error", "parse error, id null"
+
+
+def hostile_body(canary_uri: str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": HOSTILE, "method": "textDocument/hover",
+                       "params": {"textDocument": {"uri": canary_uri},
+                                  "position": {"line": 1, "character": 0}}}).encode()  # fmt: skip
+
+
+def framing_cases(body: bytes) -> list[tuple[str, list[bytes], str]]:
+    n = len(body)
+    whole = b"Content-Length: %d\r\n\r\n" % n + body
+    bad_utf8 = body.replace(b'"line"', b'"\xff\xfeline"')
+    return [
+        ("length shorter than body", [b"Content-Length: %d\r\n\r\n" % (n - 21) + body], PARSE_ERROR),
+        ("length longer than body", [b"Content-Length: %d\r\n\r\n" % (n + 21) + body], PARSE_ERROR),
+        ("length 50 MB (under the cap) for a short body", [b"Content-Length: 50000000\r\n\r\n" + body],
+         PARSE_ERROR),
+        ("missing header", [body], PARSE_ERROR),
+        ("header sent twice", [b"Content-Length: %d\r\n" % n + whole], ANSWERED),
+        ("two different lengths", [b"Content-Length: 10\r\n" + whole], ANSWERED),
+        ("lowercase content-length", [b"content-length: %d\r\n\r\n" % n + body], ANSWERED),
+        ("CONTENT-LENGTH, no space", [b"CONTENT-LENGTH:%d\r\n\r\n" % n + body], ANSWERED),
+        ("extra Content-Type header", [b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n"
+                                       + whole], ANSWERED),
+        ("split across many writes", [whole[i:i + 7] for i in range(0, len(whole), 7)], ANSWERED),
+        ("UTF-8 BOM", [b"\xef\xbb\xbf" + whole], ANSWERED),
+        ("header without \\r", [b"Content-Length: %d\n\n" % n + body], ANSWERED),
+        ("zero length", [b"Content-Length: 0\r\n\r\n"], PARSE_ERROR_NULL),
+        ("negative length", [b"Content-Length: -5\r\n\r\n" + body], PARSE_ERROR),
+        ("huge length", [b"Content-Length: 99999999999\r\n\r\n" + body], PARSE_ERROR),
+        ("body not UTF-8", [b"Content-Length: %d\r\n\r\n" % len(bad_utf8) + bad_utf8], PARSE_ERROR),
+    ]  # fmt: skip
+
+
+CASE_LABELS = [label for label, _, _ in framing_cases(b"{}")]
+
+
+@pytest.mark.parametrize("label", CASE_LABELS)
+def test_framing_error_then_answers(lsp: LspProcess, label: str) -> None:
+    chunks, expect = next((c, e) for lb, c, e in framing_cases(hostile_body(lsp.canary)) if lb == label)  # type: ignore[attr-defined]
+    for chunk in chunks:
+        lsp.send_bytes(chunk)
+        if len(chunks) > 1:
+            time.sleep(0.01)  # the server reads a partial body many times
+    assert_alive(lsp, label)  # sent right after the broken bytes, nothing in between
+    want = None if expect == PARSE_ERROR_NULL else HOSTILE
+    try:
+        reply = lsp.wait_for(lambda m: "method" not in m and "id" in m and m["id"] == want, timeout=10)
+    except TimeoutError:
+        raise AssertionError(f"{label}: request {want} never answered") from None
+    if expect == ANSWERED:
+        assert "`x`" in json.dumps(reply.get("result")), (label, reply)
+    else:
+        assert reply.get("error", {}).get("code") == -32700, (label, reply)
+    assert lsp.proc.poll() is None
+
+
 # ---------------------------------------------------------------------------- params
 
 def bad_requests(uri: str) -> list[tuple[str, str, Any]]:
