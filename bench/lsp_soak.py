@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/lsp_soak.py              # 10 minutes (issue 7's soak)
     .venv/bin/python bench/lsp_soak.py --minutes 2  # shorter
+    .venv/bin/python bench/lsp_soak.py --garbage 1  # 1% of frames are garbage (issue 20)
 
 One server over stdio, one generated model file (bench/generate_model.py). Each round types a
 line somewhere (character by character, a didChange per key), hovers identifiers around it,
@@ -12,12 +13,17 @@ end: RSS after warm-up, peak, last, growth from warm-up to the last sample, and 
 memory is bounded when RSS grew at most BOUND_MB from the 1/3 point of the run to its end
 (warm-up, caches and allocator pools are filled by then; a leak keeps going).
 STRIDELENS_LSP_MEMTRACE=<file> (server/lsp/memtrace.py) makes the server log what grows.
+With `--garbage PCT`, before each message a garbage frame is sent with that probability (a
+wrong length, no header, a bad or huge length, bytes that are not UTF-8, random bytes; see
+GARBAGE), and the end line says how many of the requests sent after a garbage frame were
+answered: all of them, or the server lost its framing.
 Not part of the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import re
 import statistics
@@ -32,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from generate_model import generate_model_source  # noqa: E402
 
-from tests.hardening.lsp_wire import LspProcess  # noqa: E402
+from tests.hardening.lsp_wire import LspProcess, frame  # noqa: E402
 
 IDENT = re.compile(r"\b[a-z_][a-z_0-9]*\b")
 # Steady state wanders ~1-2 MB (the fixed server: +0.1 MB from 210 s to 600 s); the pygls
@@ -40,6 +46,57 @@ IDENT = re.compile(r"\b[a-z_][a-z_0-9]*\b")
 BOUND_MB = 5.0
 TYPED = ["probe = tokens.transpose(0, 1).contiguous()", "flat2 = video.reshape(2, -1).t()",
          "extra = result.detach().clone()", "losses.append(loss.item())"]  # fmt: skip
+
+
+_G = json.dumps({"jsonrpc": "2.0", "id": "soak-garbage", "method": "textDocument/hover",
+                 "params": {"textDocument": {"uri": "file:///nowhere.py"},
+                            "position": {"line": 0, "character": 0}}}).encode()  # fmt: skip
+GARBAGE: list[bytes] = [
+    b"Content-Length: %d\r\n\r\n" % (len(_G) - 20) + _G,  # shorter than the body
+    b"Content-Length: %d\r\n\r\n" % (len(_G) + 20) + _G,  # longer
+    _G,  # no header
+    b"Content-Length: -5\r\n\r\n" + _G,
+    b"Content-Length: 99999999999\r\n\r\n" + _G,
+    b"Content-Length: 0\r\n\r\n",
+    frame(_G.replace(b"nowhere", b"\xff\xfe")),  # not UTF-8
+    b"\x00\x01 random bytes \xc3\x28 \r\n\r\n}{",
+]
+
+
+class Garbler:
+    """Sends a garbage frame before a message now and then; counts the requests after one."""
+
+    def __init__(self, lsp: LspProcess, percent: float, rng: random.Random) -> None:
+        self.lsp, self.p, self.rng = lsp, percent / 100, rng
+        self.frames = self.after = self.answered = 0
+        self._armed = False
+        send = lsp.send
+
+        def send_with_garbage(payload: dict[str, object] | bytes) -> None:
+            if self.rng.random() < self.p:
+                self.lsp.send_bytes(self.rng.choice(GARBAGE))
+                self.frames += 1
+                self._armed = True
+            send(payload)
+
+        lsp.send = send_with_garbage  # type: ignore[method-assign]
+
+    def request(self, method: str, params: object, timeout: float = 60.0) -> None:
+        armed, self._armed = self._armed, False
+        self.after += armed
+        try:
+            self.lsp.request(method, params, timeout)
+        except TimeoutError:
+            if not armed:
+                raise
+            print(f"  request {method} after a garbage frame: no answer in {timeout:g} s", flush=True)
+            return
+        self.answered += armed
+
+    def summary(self) -> str:
+        ratio = self.answered / self.after * 100 if self.after else float("nan")
+        return (f"garbage frames {self.frames}; requests after one {self.after}, answered {self.answered} "
+                f"({ratio:.1f}%)")
 
 
 def rss_mb(pid: int) -> float:
@@ -66,6 +123,8 @@ def main() -> int:
     parser.add_argument("--lines", type=int, default=3000)
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between RSS lines")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--garbage", type=float, default=0.0, metavar="PCT",
+                        help="percent of frames preceded by a garbage frame (e.g. 1)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     text = generate_model_source(args.lines)
@@ -79,6 +138,7 @@ def main() -> int:
         lsp.open(uri, text)
         lsp.wait_analyzed(uri, exact=True, timeout=120)
         pid = lsp.proc.pid
+        garbler = Garbler(lsp, args.garbage, random.Random(args.seed + 1))
         version, edits, hovers = 1, 0, 0
         window: list[float] = []
         samples: list[tuple[float, float]] = []
@@ -110,15 +170,16 @@ def main() -> int:
                     continue
                 w = rng.choice(words)
                 t0 = time.perf_counter()
-                lsp.hover(uri, ln, w.start(), timeout=60)
+                garbler.request("textDocument/hover", {"textDocument": {"uri": uri},
+                                                       "position": {"line": ln, "character": w.start()}})  # fmt: skip
                 window.append((time.perf_counter() - t0) * 1000)
                 hovers += 1
             if rng.random() < 0.2:
-                lsp.request("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": {
+                garbler.request("textDocument/inlayHint", {"textDocument": {"uri": uri}, "range": {
                     "start": {"line": max(0, at - 50), "character": 0}, "end": {"line": at + 50, "character": 0}}},
                     timeout=60)  # fmt: skip
             if rng.random() < 0.2:
-                lsp.request("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": {
+                garbler.request("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": {
                     "start": {"line": at, "character": 0}, "end": {"line": at, "character": 1}},
                     "context": {"diagnostics": []}}, timeout=60)  # fmt: skip
             # Delete the line again: the text returns to its original size.
@@ -144,6 +205,9 @@ def main() -> int:
     print(f"RSS after warm-up {warm:.1f} MB, peak {peak:.1f} MB, last {last:.1f} MB, "
           f"growth {last - warm:+.1f} MB ({(last - warm) / warm * 100:+.1f}%); exit code {code}")
     print(verdict(samples))
+    if args.garbage:
+        print(garbler.summary())
+        return 0 if garbler.answered == garbler.after else 1
     return 0
 
 
