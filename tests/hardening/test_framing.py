@@ -98,6 +98,13 @@ def test_deframer_delivers_every_message_after_the_last_garbage(items: list[bool
     assert all(e.size <= len(stream) for e in events if isinstance(e, FramingError))
 
 
+def test_deframer_reports_a_message_cut_by_the_end_of_the_stream() -> None:
+    deframer = Deframer()
+    assert deframer.feed(b"Content-Length: 100\r\n\r\n{\"id\": 1") == []
+    [error] = deframer.finish()
+    assert isinstance(error, FramingError) and error.skipped == b'{"id": 1' and "ended" in error.reason
+
+
 def test_deframer_gives_up_after_a_megabyte_of_garbage() -> None:
     deframer = Deframer()
     with pytest.raises(StreamLost, match="without a valid LSP message"):
@@ -156,6 +163,8 @@ def test_server_answers_every_request_after_the_last_garbage(shared: LspProcess,
         if item is True:
             sent.append(next(IDS))
             stream += hover_request(shared, sent[-1])
+            if sent[-1] % 3 == 0:  # a notification too: answered by nothing, taken in all the same
+                stream += frame({"jsonrpc": "2.0", "method": "$/setTrace", "params": {"value": "off"}})
         else:
             assert isinstance(item, bytes)
             stream += item
