@@ -12,7 +12,8 @@
      its own check for hooked tensors, shown below), plus the in-place-only dispatch mode B
      still needs, since hooks never see the in-place op;
    - for reference, torch's own suggestion `set_detect_anomaly(True)`.
-   Ratios are step time over the baseline step; "µs/op" is the extra time per aten op.
+   Ratios are step time over the baseline step; "µs/op" is the extra time per aten op. Times
+   are CPU time of the stepping thread, so other load on the machine does not inflate them.
 2. The same loop as a script, timed by itself: plain python, under debugpy (no recorder), and
    under `inspect --explain-errors` (recorder + the exception breakpoint on RuntimeError).
 """
@@ -62,16 +63,14 @@ def make_step() -> Callable[[], None]:
     return step
 
 
-def per_step(step: Callable[[], None]) -> float:
-    for _ in range(5):
+def per_step(step: Callable[[], None], steps: int) -> float:
+    """CPU seconds of this thread per step: unlike wall time, not inflated when other
+    processes share the cores."""
+    step()
+    t0 = time.thread_time()
+    for _ in range(steps):
         step()
-    samples = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(STEPS // 5):
-            step()
-        samples.append((time.perf_counter() - t0) / (STEPS // 5))
-    return statistics.median(samples)
+    return (time.thread_time() - t0) / steps
 
 
 class Count(TorchDispatchMode):
@@ -178,20 +177,27 @@ def bench_in_process() -> None:
         ("set_detect_anomaly(True) (reference)", anomaly),
     ]
     bases: list[float] = []
+    chunk = max(5, STEPS // 10)
     for name, ctx in runs:
-        # The baseline is measured next to each candidate, in turns: a shared machine drifts.
+        # Baseline and candidate in turns, chunk by chunk: the machine drifts between them.
         pairs = []
-        for _ in range(3):
-            base = per_step(step)
+        for _ in range(STEPS // chunk):
+            base = per_step(step, chunk)
             with ctx():
-                pairs.append((base, per_step(step)))
+                pairs.append((base, per_step(step, chunk)))
         base = statistics.median(b for b, _ in pairs)
         ratio = statistics.median(t / b for b, t in pairs)
         extra = statistics.median(t - b for b, t in pairs)
         bases.append(base)
         print(f"   {name:<44} {base * ratio * 1e3:8.3f} ms/step  {ratio:5.2f}x  "
               f"{extra / ops * 1e6:+6.2f} µs/op")
-    print(f"   {'baseline (median of the runs above)':<44} {statistics.median(bases) * 1e3:8.3f} ms/step")
+    turns = []
+    for _ in range(STEPS // chunk):
+        with candidate_a():
+            a = per_step(step, chunk)
+        with candidate_b():
+            turns.append(per_step(step, chunk) / a)
+    print(f"   B over A, measured in turns: {statistics.median(turns):.2f}x  (above 1: A costs less)")
     print(f"   saved_tensors_hooks turn torch's own version check off: {hooks_skip_torch_check()}")
 
 
@@ -210,10 +216,10 @@ SCRIPT = """
         opt.step()
     for _ in range(10):
         step()
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time of the main thread: not inflated by a busy machine
     for _ in range({steps}):
         step()
-    print("STEP_US", (time.perf_counter() - t0) / {steps} * 1e6)
+    print("STEP_US", (time.thread_time() - t0) / {steps} * 1e6)
 """
 
 
