@@ -1,56 +1,147 @@
-"""A small monospace picture of the storage window a tensor reads.
+"""A monospace picture of the part of its storage a tensor reads, for a given width.
 
-    storage  0 1 2 3 4 5 6 7 8 9 10 11     (12 x float32 = 48 B)
-    reads    · · · · · █ █ · · █ █ ·       offset 5, strides (4, 1)
+Two forms, chosen by what would show:
 
-Shared by `stridelens explain` and the hover card.
+- a **grid** for a small storage: the storage in rows of one of the tensor's strides, each
+  cell the number of the tensor element (row-major) that reads it, so a transpose or a step
+  slice shows as a pattern;
+
+      storage 12 × float32 (48 B) in rows of 4; numbers: the order this tensor reads
+         0  3  6  9
+         1  4  7 10
+         2  5  8 11
+      offset 0, strides (1, 4)
+
+- a **bar** drawn to scale for a large one: every cell is the same share of the storage, so
+  a small view of a huge storage is a mark at its true position.
+
+      storage ▕░░░░░░░░░░░░░░░░░░░░░░░░░░░░█░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░▏
+      reads 8.0 KiB of 48.8 MiB (0.02%) from element 5,120,000, strides (1,)
+
+Every line fits `width` columns. Shared by `stridelens explain` and the hover card.
 """
 
 from __future__ import annotations
 
 from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.units import human_bytes
 
-MAX_CELLS = 48
+# The largest view whose storage positions are listed one by one (beyond: its span).
 MAX_ENUMERATE = 1 << 16
+GRID_MAX_ROWS = 8
+USED, FREE, SPREAD = "█", "░", "▒"
 
 
-def elements_read(shape: tuple[int, ...], strides: tuple[int, ...], offset: int, limit: int) -> set[int] | None:
-    """Storage indices the view touches below `limit`; None when too many to list."""
+def render_storage_picture(fact: TensorFact, width: int = 78) -> list[str]:
+    """The picture's lines (each at most `width` columns), or [] when the layout is unknown."""
+    if fact.shape is None or fact.strides is None or fact.storage_offset is None or fact.storage_numel is None:
+        return []
+    shape, strides = tuple(fact.shape), tuple(fact.strides)
+    numel = 1
+    for size in shape:
+        numel *= size
+    if numel == 0 or fact.storage_numel <= 0 or any(s < 0 for s in strides):
+        return []
+    grid = _grid(fact, shape, strides, width)
+    return grid if grid else _bar(fact, shape, strides, numel, width)
+
+
+def positions_read(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> list[int] | None:
+    """Storage index of each element, in the tensor's row-major order; None when too many."""
     count = 1
-    for s in shape:
-        count *= s
-    if count == 0:
-        return set()
+    for size in shape:
+        count *= size
     if count > MAX_ENUMERATE:
         return None
-    positions = {offset}
-    for size, stride in zip(shape, strides, strict=False):
-        positions = {p + i * stride for p in positions for i in range(size)}
-    return {p for p in positions if p < limit}
+    positions = [offset]
+    for size, stride in zip(shape, strides, strict=True):
+        positions = [p + i * stride for p in positions for i in range(size)]
+    return positions
 
 
-def render_storage_window(fact: TensorFact, max_cells: int = MAX_CELLS) -> list[str]:
-    """Two aligned rows (storage indices, elements read), or [] when the layout is unknown."""
-    if (
-        fact.shape is None
-        or fact.strides is None
-        or fact.storage_offset is None
-        or fact.storage_numel is None
-    ):
+def span_of(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> tuple[int, int]:
+    """First and last storage index the tensor reads (non-negative strides)."""
+    last = offset + sum((size - 1) * stride for size, stride in zip(shape, strides, strict=True) if size > 0)
+    return offset, last
+
+
+def bar_cells(first: int, last: int, storage_numel: int, cells: int) -> tuple[int, int]:
+    """The cells holding storage indices `first` and `last`, each cell an equal share."""
+    return first * cells // storage_numel, min(cells - 1, last * cells // storage_numel)
+
+
+def _grid(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], width: int) -> list[str]:
+    total = fact.storage_numel or 0
+    if total > GRID_MAX_ROWS * 24:
         return []
-    numel = fact.storage_numel
-    shown = min(numel, max_cells)
-    read = elements_read(fact.shape, fact.strides, fact.storage_offset, shown)
-    if read is None:
+    order = positions_read(shape, strides, fact.storage_offset or 0)
+    if order is None:
         return []
-    width = len(str(shown - 1)) if shown else 1
-    index_row = " ".join(str(i).rjust(width) for i in range(shown))
-    read_row = " ".join(("█" if i in read else "·").rjust(width) for i in range(shown))
-    more = f" … +{numel - shown} more" if numel > shown else ""
-    size = f"{numel} x {fact.dtype or '?'}"
-    if fact.storage_nbytes is not None:
-        size += f" = {fact.storage_nbytes:,} B"
-    return [
-        f"storage  {index_row}{more}   ({size})",
-        f"reads    {read_row}   offset {fact.storage_offset}, strides {tuple(fact.strides)}",
-    ]
+    reader: dict[int, int] = {}
+    repeated = False
+    for number, position in enumerate(order):
+        if position in reader:
+            repeated = True
+        else:
+            reader[position] = number
+    cell = len(str(len(order) - 1)) + 1
+    # Rows of one of the tensor's strides (largest first), so each row is one step of it.
+    candidates = sorted({s for size, s in zip(shape, strides, strict=True) if size > 1 and 1 < s < total}, reverse=True)
+    candidates += [total]
+    row = next(
+        (r for r in candidates if -(-total // r) <= GRID_MAX_ROWS and 2 + r * cell <= width),
+        None,
+    )
+    if row is None:
+        return []
+    dtype = fact.dtype or "?"
+    size = f"{total} × {dtype}" + (f" ({human_bytes(fact.storage_nbytes)})" if fact.storage_nbytes is not None else "")
+    rows_of = f" in rows of {row}" if row < total else ""
+    header = f"storage {size}{rows_of}; numbers: the order this tensor reads"
+    if len(header) > width:
+        header = f"storage {size}{rows_of}"
+    lines = [header[:width]]
+    for start in range(0, total, row):
+        cells = [str(reader[i]).rjust(cell) if i in reader else "·".rjust(cell) for i in range(start, min(start + row, total))]
+        lines.append("  " + "".join(cells))
+    footer = f"offset {fact.storage_offset}, strides {strides}" + ("; some elements are read more than once" if repeated else "")
+    lines.append(_fit(footer, width))
+    return lines
+
+
+def _bar(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], numel: int, width: int) -> list[str]:
+    total = fact.storage_numel or 0
+    label, close = "storage ▕", "▏"
+    cells = max(8, width - len(label) - len(close))
+    first, last = span_of(shape, strides, fact.storage_offset or 0)
+    last = min(last, total - 1)
+    order = positions_read(shape, strides, fact.storage_offset or 0)
+    marks = [FREE] * cells
+    if order is not None:
+        unique = set(order)
+        for position in unique:
+            if position < total:
+                marks[position * cells // total] = USED
+        read = len(unique)
+    else:
+        # Too many to list: the span is marked; solid only when the tensor reads all of it.
+        lo, hi = bar_cells(first, last, total, cells)
+        dense = last - first + 1 == numel
+        for index in range(lo, hi + 1):
+            marks[index] = USED if dense else SPREAD
+        read = numel if dense else None
+    element = fact.element_size
+    used = human_bytes(read * element) if read is not None and element else (f"{read:,} elements" if read is not None else None)
+    whole = human_bytes(total * element) if element else f"{total:,} elements"
+    share = f" ({100 * read / total:.2g}%)" if read is not None else ""
+    if used is not None:
+        what = f"reads {used} of {whole}{share}"
+    else:  # the tensor's own size: `numel` elements, wherever they lie in the span
+        own = f"{numel:,} elements" + (f" ({human_bytes(numel * element)})" if element else "")
+        what = f"reads {own} spread over {whole}"
+    footer = f"{what} from element {first:,}, strides {strides}"
+    return [f"{label}{''.join(marks)}{close}", _fit(footer, width)]
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -13,7 +13,7 @@ from typing import Any
 
 from stridelens.server.analysis import Analysis, Explanation, SourceError, analyze_file
 from stridelens.server.analysis.facts import format_sizes
-from stridelens.server.analysis.storage_picture import render_storage_window
+from stridelens.server.analysis.storage_picture import render_storage_picture
 
 
 class PositionError(Exception):
@@ -117,7 +117,7 @@ def render_text(spec: str, explanation: Explanation) -> str:
         rows.append(("detached from", f"`{fact.detached_from}`"))
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
-    picture = render_storage_window(fact)
+    picture = render_storage_picture(fact, width=78)  # the card is indented by 2: 80 columns
     if picture:
         lines.append("")
         lines += [f"  {row}" for row in picture]

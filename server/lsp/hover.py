@@ -8,11 +8,15 @@ from lsprotocol import types
 
 from stridelens.server.analysis import Analysis, Explanation, TensorFact
 from stridelens.server.analysis.facts import format_sizes
-from stridelens.server.analysis.storage_picture import render_storage_window
+from stridelens.server.analysis.storage_picture import render_storage_picture
 from stridelens.server.lsp.diagnostics import NOQA
 from stridelens.server.lsp.documents import Encoding
 from stridelens.server.lsp.operation_hover import operation_at, render_operation
 from stridelens.server.rules import ALL_RULES
+
+# Columns of the hover's storage picture: VS Code's hover shows about this many monospace
+# characters before it scrolls, and every row must line up with the others.
+HOVER_PICTURE_WIDTH = 64
 
 
 def _yes(value: bool | None) -> str:
@@ -109,7 +113,7 @@ def render_card(explanation: Explanation, exact: bool) -> str | None:
         out.append("- sizes unknown here; the facts above hold whatever they are")
     elif fact.shape is None:
         out.append("- sizes in your names: these facts hold for every size (see **assumes**)")
-    picture = render_storage_window(fact)
+    picture = render_storage_picture(fact, width=HOVER_PICTURE_WIDTH)
     if picture:
         out += ["", "```text", *picture, "```"]
     notes = fact.notes()

@@ -52,10 +52,13 @@ def test_text_card_draws_the_storage_window() -> None:
     b_line = line_of(LAYOUT, "b = ")
     result = explain(f"{LAYOUT}:{b_line}:1")
     assert result.returncode == 0, result.stderr
-    reads = next(line for line in result.stdout.splitlines() if line.strip().startswith("reads"))
-    cells = reads.split()[1:13]
-    assert [i for i, c in enumerate(cells) if c == "█"] == [5, 6, 9, 10]
-    assert "offset 5" in reads
+    rows = result.stdout.splitlines()
+    top = next(i for i, row in enumerate(rows) if row.strip().startswith("storage 12 × float32"))
+    assert "in rows of 4" in rows[top]
+    # `b = a[1:, 1:3]`: storage cells 5, 6, 9, 10 read as elements 0..3, row by row.
+    cells = " ".join(rows[top + 1 : top + 4]).split()
+    assert [(i, c) for i, c in enumerate(cells) if c != "·"] == [(5, "0"), (6, "1"), (9, "2"), (10, "3")]
+    assert rows[top + 4].strip().startswith("offset 5, strides (4, 1)")
 
 
 def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -39,7 +39,13 @@ async def test_tensor_card_matches_torch(lsp: Session) -> None:
     assert "**contiguous** no" in card
     assert "view of `x`" in card
     assert "transpose(0, 1) at line 4" in card
-    assert "```text" in card and "storage" in card and "█" in card  # the storage window picture
+    # The storage picture: each storage cell numbered by the element of `xt` that reads it
+    # (torch's order), every row within the hover's width.
+    picture = card.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert picture[0].startswith("storage 24 × float32") and picture[-1].startswith("offset 0, strides (4, 12, 1)")
+    positions = torch.arange(24).as_strided(xt.shape, xt.stride()).flatten().tolist()
+    assert " ".join(picture[1:-1]).split() == [str(positions.index(i)) for i in range(24)]
+    assert max(map(len, picture)) <= 64
 
     y = x[:, 1:, ::2]
     card = text(await lsp.hover(URI, 9, 0))
