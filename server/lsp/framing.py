@@ -147,9 +147,8 @@ class Deframer:
         assert length is not None
         buf = self._buf
         # A length line inside the body: the length overshot, the body ends there.
-        found = _HEADER_LINE.search(buf, max(0, self._scanned - _LOOKAHEAD), min(len(buf), length + _LOOKAHEAD))
-        if found is not None and found.start() < length:
-            cut = found.start()
+        cut = _find_header_line(buf, max(0, self._scanned - _LOOKAHEAD), min(len(buf), length + _LOOKAHEAD))
+        if cut is not None and cut < length:
             self._length = None
             self._fail(f"Content-Length {length} is longer than the body ({cut} bytes)")
             self._skip(buf[:cut])
@@ -248,11 +247,25 @@ def _check_partial_line(line: bytearray) -> None:
         raise _BadBlock(f"not a header line: {bytes(line[:80])!r}")
 
 
+def _find_header_line(buf: bytearray, start: int, end: int) -> int | None:
+    """Where the first length line in buf[start:end] begins. Editors send bodies without a
+    raw newline, so looking for newlines first keeps a 5 MB didOpen at memchr speed."""
+    pos = start
+    while True:
+        nl = buf.find(b"\n", pos, end)
+        if nl < 0:
+            return None
+        found = _HEADER_LINE.search(buf, max(start, nl - _LOOKAHEAD), nl + 1)
+        if found is not None:
+            return found.start()
+        pos = nl + 1
+
+
 def _may_start_header(buf: bytearray, length: int) -> bool:
     """Whether the body's last bytes, with the few received after it, could still grow into
     a length line: then more bytes decide where the body really ends."""
     lo = max(0, length - _LOOKAHEAD)
-    tail = bytes(buf[lo:]).lower()
+    tail = bytes(buf[lo : length + _LOOKAHEAD]).lower()
     for i in range(len(tail) - (len(buf) - length) - 1, -1, -1):
         if tail[i : i + 1] == b"c" and _grows_into_header(tail[i:]):
             return True
