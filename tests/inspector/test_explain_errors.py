@@ -91,3 +91,18 @@ def test_explain_errors_usage(inspect_cli: Any) -> None:
     assert r.rc == 2 and "needs --launch" in r.err
     r = inspect_cli("--launch", str(script), "--explain-errors", "--break", f"{script}:5", "--memory")
     assert r.rc == 2 and "drop --break, --memory" in r.err
+
+
+def test_still_running_at_the_timeout(script: Any, inspect_cli: Any) -> None:
+    p = script("forever.py", """
+        import time
+        import torch
+        x = torch.ones(3, requires_grad=True)
+        while True:
+            (x * 2).sum().backward()
+            time.sleep(0.05)
+    """)
+    r = inspect_cli("--launch", str(p), "--explain-errors", "--timeout", "8", "--kill", "--format", "json")
+    assert r.rc == 0, r.err
+    ex = r.json()["explain_errors"]
+    assert ex["occurred"] is False and ex["finished"] is False and ex["waited_s"] == 8
