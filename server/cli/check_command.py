@@ -21,6 +21,14 @@ from typing import Any
 from stridelens import __version__
 from stridelens.server.analysis import DEFAULT_BUDGET_S, SourceError, analyze_source, read_source
 from stridelens.server.analysis.replay import torch_importable
+from stridelens.server.notebook import (
+    NOTEBOOK_SUFFIX,
+    NotebookError,
+    NotebookProgram,
+    finding_in_cell,
+    read_notebook,
+    write_cells,
+)
 from stridelens.server.rules.base import Finding, Severity
 
 EXCLUDED_DIRS = frozenset(
@@ -30,7 +38,7 @@ EXCLUDED_DIRS = frozenset(
         "site-packages", "_build", "buck-out", "__pypackages__",
     }
 )  # fmt: skip
-PYTHON_SUFFIXES = (".py", ".pyi")
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 # Per file and pass (wall-clock; torch's import and warm-up are not charged to it).
 BUDGET_S = DEFAULT_BUDGET_S
 
@@ -73,7 +81,7 @@ def collect_files(paths: Iterable[str], exclude: Iterable[str] = ()) -> tuple[li
                 errors.append(f"{path}: no Python files in this directory")
             files.extend(found)
         elif not path.endswith(PYTHON_SUFFIXES):
-            errors.append(f"{path}: not a Python file (expected .py)")
+            errors.append(f"{path}: not a Python file (expected .py or .ipynb)")
         else:
             files.append(path)
     seen: set[str] = set()
@@ -117,6 +125,7 @@ class FileResult:
     error: str | None = None
     source: str | None = None  # kept when fixes are wanted
     replayed: bool = False
+    notebook: NotebookProgram | None = None  # findings are in its program's lines until shown
 
 
 @dataclass(frozen=True)
@@ -132,9 +141,14 @@ def check_file(path: str, settings: Settings) -> FileResult:
     from stridelens.server.rules import run_rules
     from stridelens.server.rules.gate import needs_replay
 
+    notebook: NotebookProgram | None = None
     try:
-        source = read_source(path)
-    except SourceError as err:
+        if path.endswith(NOTEBOOK_SUFFIX):
+            notebook = read_notebook(path)
+            source = notebook.source
+        else:
+            source = read_source(path)
+    except (SourceError, NotebookError) as err:
         return FileResult(path, error=str(err))
     try:
         analysis = analyze_source(source, path, replay=False, budget_s=BUDGET_S)
@@ -147,7 +161,7 @@ def check_file(path: str, settings: Settings) -> FileResult:
         )
     except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
         return FileResult(path, error=f"{path}: internal error while analysing: {type(err).__name__}: {err}")
-    return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed)
+    return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed, notebook=notebook)
 
 
 def _check_chunk(args: tuple[list[str], Settings]) -> list[FileResult]:
@@ -172,21 +186,66 @@ def check_files(files: list[str], settings: Settings, jobs: int) -> list[FileRes
 
 
 # ------------------------------------------------------------------------------ output
+def _fix_diff(result: FileResult, fixed: str) -> str:
+    """The fix as a unified diff: of the file, or of each changed cell of a notebook."""
+    assert result.source is not None
+    if result.notebook is None:
+        return "".join(
+            difflib.unified_diff(
+                result.source.splitlines(keepends=True),
+                fixed.splitlines(keepends=True),
+                fromfile=_diff_label("a", result.path),
+                tofile=_diff_label("b", result.path),
+            )
+        )
+    program = result.notebook
+    out = []
+    for index, new_lines in sorted(program.cells_after(fixed).items()):
+        cell = program.cells[index]
+        out.append(
+            "".join(
+                difflib.unified_diff(
+                    [line + "\n" for line in cell.lines],
+                    [line + "\n" for line in new_lines],
+                    fromfile=_diff_label("a", result.path) + f":cell {cell.number}",
+                    tofile=_diff_label("b", result.path) + f":cell {cell.number}",
+                )
+            )
+        )
+    return "".join(out)
+
+
+def _write_fixed(result: FileResult, fixed: str) -> None:
+    if result.notebook is not None:
+        write_cells(result.notebook, result.notebook.cells_after(fixed))
+        return
+    with open(result.path, "w", encoding="utf-8", newline="") as handle:
+        handle.write(fixed)
+
+
 def _diff_label(side: str, path: str) -> str:
     """`a/pkg/mod.py` for a relative path, as git writes it; an absolute path as it is
     (`a//tmp/x.py` reads as a typo, and `patch -p1` would strip the wrong part)."""
     return path if os.path.isabs(path) else f"{side}/{path}"
 
 
-def _sort_key(f: Finding) -> tuple[str, int, int, str]:
-    return (f.path, f.line, f.col, f.code)
+def _sort_key(f: Finding) -> tuple[str, int, int, int, str]:
+    return (f.path, f.cell or 0, f.line, f.col, f.code)
 
 
-def render_text(findings: list[Finding], sources: dict[str, list[str]]) -> str:
+Sources = dict[str | tuple[str, int], list[str]]  # a file's lines, or a notebook cell's by (path, cell)
+
+
+def location(f: Finding) -> str:
+    """`path:line:col`, or `nb.ipynb:cell 3:2:5` in a notebook."""
+    return f"{f.path}:cell {f.cell}:{f.line}:{f.col}" if f.cell is not None else f"{f.path}:{f.line}:{f.col}"
+
+
+def render_text(findings: list[Finding], sources: Sources) -> str:
     out: list[str] = []
     for f in findings:
-        out.append(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}")
-        lines = sources.get(f.path)
+        out.append(f"{location(f)}: {f.code} {f.message}")
+        lines = sources.get((f.path, f.cell) if f.cell is not None else f.path)
         if lines and 1 <= f.line <= len(lines):
             text = lines[f.line - 1].rstrip("\n").expandtabs(1)
             end = f.end_col if f.end_line == f.line else len(text) + 1
@@ -200,7 +259,9 @@ def render_text(findings: list[Finding], sources: dict[str, list[str]]) -> str:
     return "\n".join(out)
 
 
-def render_sarif(findings: list[Finding]) -> dict[str, Any]:
+def render_sarif(findings: list[Finding], notebooks: dict[str, NotebookProgram] | None = None) -> dict[str, Any]:
+    """SARIF 2.1.0. A notebook finding's region is the line of the .ipynb file that holds it
+    (lines only: columns inside a JSON string would mislead), with its cell in `properties`."""
     from stridelens.server.rules import ALL_RULES
 
     codes = sorted(ALL_RULES)
@@ -226,6 +287,10 @@ def render_sarif(findings: list[Finding]) -> dict[str, Any]:
         )
     results = []
     for f in findings:
+        program = notebooks.get(f.path) if notebooks and f.cell is not None else None
+        region: dict[str, Any] = {"startLine": f.line, "startColumn": f.col, "endLine": f.end_line, "endColumn": f.end_col}
+        if program is not None and f.cell is not None:
+            region = {"startLine": program.json_line(f.cell, f.line), "endLine": program.json_line(f.cell, f.end_line)}
         result: dict[str, Any] = {
             "ruleId": f.code,
             "ruleIndex": codes.index(f.code) if f.code in codes else -1,
@@ -235,17 +300,14 @@ def render_sarif(findings: list[Finding]) -> dict[str, Any]:
                 {
                     "physicalLocation": {
                         "artifactLocation": {"uri": f.path.replace(os.sep, "/"), "uriBaseId": "%SRCROOT%"},
-                        "region": {
-                            "startLine": f.line,
-                            "startColumn": f.col,
-                            "endLine": f.end_line,
-                            "endColumn": f.end_col,
-                        },
+                        "region": region,
                     }
                 }
             ],
         }
-        if f.fix is not None:
+        if f.cell is not None:
+            result["properties"] = {"cell": f.cell, "cellLine": f.line, "cellColumn": f.col}
+        if f.fix is not None and f.cell is None:  # a cell edit is no edit of the .ipynb text
             result["fixes"] = [
                 {
                     "description": {"text": f.fix.title},
@@ -342,7 +404,7 @@ def run(args: argparse.Namespace) -> int:
         err(message)
     results = check_files(files, settings, args.jobs) if files else []
     findings: list[Finding] = []
-    sources: dict[str, list[str]] = {}
+    sources: Sources = {}
     diffs: list[str] = []
     fixed_count = 0
     for result in results:
@@ -355,30 +417,27 @@ def run(args: argparse.Namespace) -> int:
             outcome = apply_fixes(result.source, result.findings, unsafe=args.unsafe_fixes)
             if outcome.applied:
                 applied = {id(f) for f in outcome.applied}
-                if args.diff:
-                    diffs.append(
-                        "".join(
-                            difflib.unified_diff(
-                                result.source.splitlines(keepends=True),
-                                outcome.source.splitlines(keepends=True),
-                                fromfile=_diff_label("a", result.path),
-                                tofile=_diff_label("b", result.path),
-                            )
-                        )
-                    )
-                else:
-                    try:
-                        with open(result.path, "w", encoding="utf-8", newline="") as handle:
-                            handle.write(outcome.source)
-                    except OSError as error:
-                        err(f"{result.path}: cannot write fixes: {error.strerror or error}")
-                        failed = True
-                        applied = set()
-                    fixed_count += len(applied)
-                    remaining = [f for f in result.findings if id(f) not in applied]
-        findings.extend(remaining)
-        if result.source is not None:
+                try:
+                    if args.diff:
+                        diffs.append(_fix_diff(result, outcome.source))
+                    else:
+                        _write_fixed(result, outcome.source)
+                        fixed_count += len(applied)
+                        remaining = [f for f in result.findings if id(f) not in applied]
+                except NotebookError as error:
+                    err(str(error))
+                    failed = True
+                except OSError as error:
+                    err(f"{result.path}: cannot write fixes: {error.strerror or error}")
+                    failed = True
+        if result.notebook is not None:
+            program = result.notebook
+            remaining = [finding_in_cell(program, f) for f in remaining]
+            for cell in program.cells:
+                sources[(result.path, cell.number)] = cell.lines
+        elif result.source is not None:
             sources[result.path] = result.source.splitlines()
+        findings.extend(remaining)
     findings.sort(key=_sort_key)
     if any(r.replayed for r in results) and not torch_importable():
         err(
@@ -397,7 +456,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([f.to_json() for f in findings], indent=2))
     elif args.format == "sarif":
-        print(json.dumps(render_sarif(findings), indent=2))
+        notebooks = {r.path: r.notebook for r in results if r.notebook is not None}
+        print(json.dumps(render_sarif(findings, notebooks), indent=2))
     else:
         if findings:
             sys.stdout.write(render_text(findings, sources))

@@ -68,10 +68,13 @@ class Finding:
     message: str
     severity: Severity
     fix: Fix | None = None
+    # In a notebook: the 1-based cell, and `line`/`end_line` (and the fix's edits) count
+    # lines inside that cell.
+    cell: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The `stridelens check --format json` schema of DESIGN.md."""
-        return {
+        """The `stridelens check --format json` schema of DESIGN.md (plus `cell` in notebooks)."""
+        out = {
             "path": self.path,
             "line": self.line,
             "column": self.col,
@@ -82,6 +85,9 @@ class Finding:
             "severity": self.severity.value,
             "fix": self.fix.to_json() if self.fix is not None else None,
         }
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
 
 
 @dataclass(frozen=True)
