@@ -117,6 +117,7 @@ def _bar(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], num
     last = min(last, total - 1)
     order = positions_read(shape, strides, fact.storage_offset or 0)
     marks = [FREE] * cells
+    read: int | None
     if order is not None:
         unique = set(order)
         for position in unique:
