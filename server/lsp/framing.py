@@ -131,11 +131,11 @@ class Deframer:
         except _BadBlock as err:
             self._start_garbage(str(err))
             return True
-        if parsed is None:
-            if len(buf) > MAX_HEADER_BLOCK:
-                self._start_garbage(f"no header block ends within {MAX_HEADER_BLOCK} bytes")
-                return True
+        if parsed is None and len(buf) <= MAX_HEADER_BLOCK:
             return False
+        if parsed is None or parsed[1] > MAX_HEADER_BLOCK:
+            self._start_garbage(f"no header block ends within {MAX_HEADER_BLOCK} bytes")
+            return True
         length, end = parsed
         del buf[:end]
         self._report(events)
