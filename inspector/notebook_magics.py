@@ -1,0 +1,526 @@
+"""`%load_ext stridelens`: the runtime inspector inside an IPython / Jupyter kernel, no debugger.
+
+    %stridelens EXPR                 the tensor card (--stats adds value statistics)
+    %stridelens memory [--top N] [--min-bytes N]
+                                     every live tensor by storage, leaks named by notebook
+                                     variable (`Out[12]`, `_`, a `losses` list holding graphs)
+    %stridelens display on|off       a one-line layout summary under tensor outputs (off at start)
+    %stridelens grads MODEL          not available in this version (says so)
+
+The facts come from `stridelens.inspector.probe`, called in process, under the same rules as
+at a breakpoint: no device allocation, no CUDA synchronisation, no data reads unless asked,
+no `_version` bumps, no names left in the user's namespace (the magic returns nothing, so its
+report never lands in `Out`). The one thing this module adds is the output-cache finding:
+IPython keeps every cell result in `Out[N]`, `_N` and `_`/`__`/`___`, so a big tensor that no
+variable names any more is still alive.
+
+IPython is imported only here, and only when the extension is loaded: it is no dependency of
+stridelens. Torch is never imported by this module: it reads the kernel's own, when loaded.
+"""
+
+from __future__ import annotations
+
+import gc
+import html
+import importlib.util
+import io
+import re
+import shlex
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from stridelens.inspector import probe
+
+MAGIC_NAME = "stridelens"
+HISTORY_NAMES = ("In", "Out", "_ih", "_oh", "_dh")
+RENDER_WIDTH = 100
+PICTURE_WIDTH = 78
+_DTYPE_SHORT = {
+    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
+    "complex64": "c64", "complex128": "c128", "bool": "bool",
+}
+USAGE = ("usage: %stridelens EXPR | %stridelens --stats EXPR | %stridelens memory [--top N] "
+         "[--min-bytes N] | %stridelens display on|off   (a variable named like a sub-command: "
+         "%stridelens (memory))")
+_CACHE_NAME = re.compile(r"_{1,3}|_\d+")
+
+
+class _Names(dict):  # type: ignore[type-arg]
+    """The user's names, in naming order. A dict subclass: the probe's container scan looks at
+    plain dicts only, so this copy is never reported as a dict keeping graphs alive."""
+
+
+class MagicError(Exception):
+    """A one-line message for the user (printed to stderr, no traceback)."""
+
+
+# ---------------------------------------------------------------- namespaces
+
+
+def is_cache_name(name: str) -> bool:
+    """`_`, `__`, `___`, `_12`: the names IPython's output cache binds."""
+    return _CACHE_NAME.fullmatch(name) is not None
+
+
+def naming_namespace(user_ns: dict[str, Any]) -> dict[str, Any]:
+    """A shallow copy of the user's namespace with their own names first, then the output
+    cache (`Out`, `_12`, `_`): the probe gives a tensor the first name it meets, and `x` says
+    more than `Out[3]` for the same tensor. Expressions evaluate in this copy, so a walrus in
+    one binds nothing in the notebook."""
+    ns = _Names((k, v) for k, v in user_ns.items() if not is_cache_name(k) and k not in HISTORY_NAMES)
+    if "Out" in user_ns:  # `Out[12]` reads better than its alias `_oh[12]`
+        ns.setdefault("Out", user_ns["Out"])
+    for k, v in user_ns.items():
+        ns.setdefault(k, v)
+    return ns
+
+
+def torch_problem() -> str | None:
+    """Why there can be no tensors in this kernel, or None when torch is loaded."""
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "Tensor"):
+        return None
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return f"no torch in this kernel: its Python ({sys.executable}) cannot import torch"
+    return "torch is not imported in this kernel yet: there are no tensors to inspect (run `import torch` first)"
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _console(width: int = RENDER_WIDTH) -> Any:
+    from rich.console import Console
+
+    return Console(record=True, file=io.StringIO(), width=width, color_system="truecolor",
+                   force_jupyter=False, force_terminal=False)
+
+
+def _export(console: Any) -> tuple[str, str]:
+    text = "\n".join(line.rstrip() for line in console.export_text(clear=False).splitlines()).strip("\n")
+    body = console.export_html(clear=True, inline_styles=True, code_format="{code}")
+    body = "\n".join(line.rstrip() for line in body.splitlines()).strip("\n")
+    page = ("<pre class=\"stridelens\" style=\"font-family: ui-monospace, Menlo, Consolas, monospace; "
+            f"font-size: 12px; line-height: 1.3; white-space: pre; overflow-x: auto\">{body}</pre>")
+    return text, page
+
+
+def storage_picture(d: dict[str, Any], width: int = PICTURE_WIDTH) -> list[str]:
+    """The storage strip of `stridelens explain` and the hover, from the probe's facts."""
+    from stridelens.server.analysis.facts import TensorFact
+    from stridelens.server.analysis.storage_picture import render_storage_picture
+
+    if not d.get("shape") or d.get("strides") is None or not d.get("storage_bytes") or not d.get("element_size"):
+        return []
+    fact = TensorFact(shape=tuple(d["shape"]), dtype=d["dtype"], device=d["device"],
+                      strides=tuple(d["strides"]), storage_offset=d["storage_offset"],
+                      contiguous=d["contiguous"], storage_numel=d["storage_bytes"] // d["element_size"],
+                      element_size=d["element_size"])
+    return render_storage_picture(fact, width)
+
+
+def render_card(expr: str, d: dict[str, Any]) -> tuple[str, str]:
+    """(text/plain, text/html) of the tensor card: the probe's facts and the storage strip."""
+    from rich.text import Text
+
+    from stridelens.inspector.reports import describe_table
+
+    console = _console()
+    console.print(describe_table(expr, d))
+    picture = storage_picture(d)
+    if picture:
+        for line in picture:
+            strip = Text("  ")
+            for ch in line:
+                strip.append(ch, style="bold green" if ch == "█" else ("yellow" if ch == "▒" else ""))
+            console.print(strip, overflow="ignore", crop=False)
+    return _export(console)
+
+
+def render_memory(report: dict[str, Any]) -> tuple[str, str]:
+    from stridelens.inspector.reports import memory_tables
+
+    console = _console()
+    console.print(memory_tables(report))
+    return _export(console)
+
+
+def summary_line(t: Any, user_ns: dict[str, Any] | None = None) -> str:
+    """`tensor[2, 3] f32 strides (1, 2) non-contiguous view of a` -- layout only, no data."""
+    torch = sys.modules["torch"]
+    dtype = str(t.dtype).replace("torch.", "")
+    parts = [f"tensor[{', '.join(map(str, t.shape))}]", _DTYPE_SHORT.get(dtype, dtype)]
+    if t.device.type != "cpu":
+        parts.append(str(t.device))
+    if t.layout != torch.strided or t.is_nested:
+        parts.append(str(t.layout).replace("torch.", ""))
+        return " ".join(parts)
+    strides = tuple(t.stride())
+    parts.append(f"strides {strides}")
+    if t.storage_offset():
+        parts.append(f"offset {t.storage_offset()}")
+    if not t.is_contiguous():
+        parts.append("non-contiguous")
+    if t._base is not None:
+        name = probe._base_name(t, naming_namespace(user_ns)) if user_ns is not None else None
+        parts.append(f"view of {name}" if name else "view of an unnamed tensor")
+    if t.grad_fn is not None:
+        parts.append(f"grad_fn={type(t.grad_fn).__name__}")
+    elif t.requires_grad:
+        parts.append("requires_grad")
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------- the output cache
+
+
+def output_cache_findings(shell: Any, min_bytes: int) -> list[dict[str, Any]]:
+    """Storages of at least `min_bytes` that only IPython's output cache keeps alive.
+
+    A tensor counts when every reference to it is a cache entry (`Out[N]`, `_N`, `_`, `__`,
+    `___`, the display hook's own copies) and every other live tensor on its storage is only
+    its `_base`; a storage an autograd graph saved is left out (the graph keeps it too).
+    Reads layouts and references only, like the probe.
+    """
+    user_ns: dict[str, Any] = shell.user_ns
+    out_cache = user_ns.get("_oh")
+    if not isinstance(out_cache, dict):
+        out_cache = {}
+    torch = sys.modules["torch"]
+    T = torch.Tensor
+    held: dict[int, list[str]] = {}  # id(tensor) -> the cache names that hold it
+    interest: list[Any] = []
+    containers: list[Any] = []  # cell results that are tuples/lists/dicts of tensors
+
+    def add(t: Any, name: str) -> None:
+        if id(t) not in held:
+            held[id(t)] = []
+            interest.append(t)
+        if name not in held[id(t)]:
+            held[id(t)].append(name)
+
+    for n, v in list(out_cache.items()):
+        if issubclass(type(v), T):
+            add(v, f"Out[{n}]")
+        elif type(v) in (tuple, list):
+            containers.append(v)
+            for i, x in enumerate(v[: probe.CONTAINER_ITEMS]):
+                if issubclass(type(x), T):
+                    add(x, f"Out[{n}][{i}]")
+        elif type(v) is dict:
+            containers.append(v)
+            for k, x in list(v.items())[: probe.CONTAINER_ITEMS]:
+                if issubclass(type(x), T):
+                    add(x, f"Out[{n}][{k!r}]")
+    for k, v in list(user_ns.items()):
+        if is_cache_name(k) and issubclass(type(v), T):
+            add(v, k)
+    # `%reset -f out` clears `_` & co in the namespace but not their copies in the hidden one
+    # (IPython 8/9), which then keep the last three results alive.
+    hidden = getattr(shell, "user_ns_hidden", None) or {}
+    for k in ("_", "__", "___"):
+        v = hidden.get(k)
+        if issubclass(type(v), T) and v is not user_ns.get(k):
+            add(v, f"user_ns_hidden[{k!r}]")
+    if not interest:
+        return []
+    big = [t for t in interest if (probe._safe(lambda t=t: probe._storage(t)) or (None, 0))[1] >= min_bytes]
+    if not big:
+        return []
+
+    # Who else refers to these tensor objects?
+    hook = getattr(shell, "displayhook", None)
+    cache_objs = {id(out_cache), id(hook), *(id(c) for c in containers)}
+    if hook is not None and hasattr(hook, "__dict__"):
+        cache_objs.add(id(vars(hook)))
+    named_spaces = {id(user_ns), id(getattr(shell, "user_ns_hidden", None))}
+    mine = {id(interest), id(big), id(held), id(containers)}
+    big_ids = {id(t) for t in big}
+    elsewhere: set[int] = set()
+    refs = gc.get_referrers(*big)
+    try:
+        for r in refs:
+            if id(r) in mine or id(r) in cache_objs:
+                continue
+            if id(r) in named_spaces:
+                elsewhere.update(id(v) for k, v in list(r.items()) if id(v) in big_ids and not is_cache_name(k))
+            elif _own_frame(r):
+                continue
+            else:
+                elsewhere.update(id(x) for x in gc.get_referents(r) if id(x) in big_ids)
+    finally:
+        del refs
+    only_cache = [t for t in big if id(t) not in elsewhere]
+    if not only_cache:
+        return []
+
+    # Every live tensor on those storages must be one of them or one of their bases.
+    keys = {id(t): probe._storage(t)[0] for t in only_cache}
+    wanted = set(keys.values())
+    bases = {id(t._base) for t in only_cache if t._base is not None}
+    cache_ids = set(keys)
+    others: dict[str, list[Any]] = {}
+    roots: list[Any] = []
+    objs = gc.get_objects()
+    try:
+        for o in objs:
+            if not (type(o) is T or issubclass(type(o), T)):
+                continue
+            if o.requires_grad and o.grad_fn is not None:
+                roots.append(o)
+            if id(o) in cache_ids:
+                continue
+            st = probe._safe(lambda o=o: probe._storage(o))
+            if st is not None and st[0] in wanted:
+                others.setdefault(st[0], []).append(o)
+    finally:
+        del objs
+    spoiled: set[str] = set()
+    for key, ts in others.items():
+        if any(id(o) not in bases for o in ts):
+            spoiled.add(key)
+        else:  # a base kept only by our views: anyone else referring to it keeps the storage
+            base_refs = gc.get_referrers(*ts)
+            mine.update({id(others), id(ts), id(base_refs)})
+            if any(id(r) not in mine and not _own_frame(r) for r in base_refs):
+                spoiled.add(key)
+            del base_refs
+    others.clear()
+    # Storages saved by a live autograd graph stay alive without the cache.
+    if roots:
+        seen: dict[int, Any] = {}
+
+        def on_saved(_node: Any, s: Any) -> None:
+            st = probe._safe(lambda: probe._storage(s))
+            if st is not None and st[0] in wanted:
+                spoiled.add(st[0])
+
+        for root in roots:
+            fn = root.grad_fn
+            probe._walk_graph(fn, seen, T, on_saved)
+            del fn
+        seen.clear()
+        roots.clear()
+
+    by_key: dict[str, dict[str, Any]] = {}
+    for t in only_cache:
+        key = keys[id(t)]
+        if key in spoiled:
+            continue
+        f = by_key.get(key)
+        if f is None:
+            st = probe._storage(t)
+            f = by_key[key] = {"kind": "output_cache", "storage_key": key, "device": st[2],
+                               "bytes": st[1], "names": []}
+        f["names"].extend(n for n in held[id(t)] if n not in f["names"])
+    findings = []
+    for f in by_key.values():
+        names = sorted(f["names"], key=lambda n: (not n.startswith("Out["), n))
+        f["names"] = names
+        also = f" (also {', '.join(names[1:])})" if len(names) > 1 else ""
+        if all(n.startswith("user_ns_hidden") for n in names):
+            fix = ("`%reset -f out` left it behind; `get_ipython().user_ns_hidden.pop("
+                   f"{names[0][15:-1]})` frees it")
+        else:
+            fix = "`%reset -f out` frees it, and a cell ending in `;` stays out of the cache"
+        f["message"] = (f"{names[0]}{also} keeps {probe._human(f['bytes'])} of {f['device']} storage alive "
+                        f"that no variable refers to: IPython's output cache holds every cell result; {fix}")
+        findings.append(f)
+    interest.clear()
+    big.clear()
+    only_cache.clear()
+    return findings
+
+
+def _own_frame(r: Any) -> bool:
+    return type(r) is FrameType and r.f_code.co_filename in (__file__, probe.__file__)
+
+
+def memory_report(shell: Any, top: int = 20, min_bytes: int = probe.PIN_MIN_BYTES) -> dict[str, Any]:
+    ns = naming_namespace(shell.user_ns)
+    try:
+        report = probe.process_report(top, min_bytes, ns)
+    finally:
+        ns.clear()
+    cache = output_cache_findings(shell, min_bytes)
+    if cache:
+        keys = {f["storage_key"] for f in cache}
+        rest = [f for f in report["findings"]
+                if not (f["kind"] == "view_pins_storage" and f.get("storage_key") in keys)]
+        report["findings"] = sorted(rest + cache, key=lambda f: -f["bytes"])
+    return report
+
+
+# ---------------------------------------------------------------- the display hook
+
+
+def _plain_printer(shell: Any) -> Callable[[Any, Any, bool], None]:
+    def printer(obj: Any, p: Any, cycle: bool) -> None:
+        p.text(repr(obj))
+        if len(getattr(p, "stack", ())) <= 1:  # under the cell's result, not inside a list
+            line = _safe_summary(obj, shell)
+            if line:
+                p.text("\n" + line)
+
+    return printer
+
+
+def _html_printer(shell: Any) -> Callable[[Any], str | None]:
+    def printer(obj: Any) -> str | None:
+        line = _safe_summary(obj, shell)
+        if line is None:
+            return None
+        return (f"<pre style=\"margin: 0\">{html.escape(repr(obj))}</pre>"
+                "<div class=\"stridelens-summary\" style=\"font-family: ui-monospace, Menlo, Consolas, "
+                f"monospace; font-size: 12px; color: #6a737d\">{html.escape(line)}</div>")
+
+    return printer
+
+
+def _safe_summary(obj: Any, shell: Any) -> str | None:
+    try:
+        return summary_line(obj, shell.user_ns)
+    except Exception:  # noqa: BLE001 -- a summary must never break the display of a result
+        return None
+
+
+class _DisplayHook:
+    """Formatters for torch.Tensor (by name: torch need not be imported) in IPython's
+    display formatter; whatever was registered before comes back when switched off."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, Any] | None = None
+
+    @property
+    def on(self) -> bool:
+        return self.saved is not None
+
+    def enable(self, shell: Any) -> None:
+        if self.saved is not None:
+            return
+        formatters = shell.display_formatter.formatters
+        self.saved = {}
+        for mime, fn in (("text/plain", _plain_printer(shell)), ("text/html", _html_printer(shell))):
+            self.saved[mime] = formatters[mime].pop("torch.Tensor", None)
+            formatters[mime].for_type_by_name("torch", "Tensor", fn)
+
+    def disable(self, shell: Any) -> None:
+        if self.saved is None:
+            return
+        formatters = shell.display_formatter.formatters
+        for mime, old in self.saved.items():
+            formatters[mime].pop("torch.Tensor", None)
+            if old is not None:
+                formatters[mime].for_type_by_name("torch", "Tensor", old)
+        self.saved = None
+
+
+_HOOK = _DisplayHook()
+
+
+# ---------------------------------------------------------------- the magic
+
+
+def _int_option(value: str, flag: str) -> int:
+    try:
+        n = int(value.replace("_", ""))
+    except ValueError:
+        raise MagicError(f"{flag} needs a whole number, not {value!r}") from None
+    if n < 0:
+        raise MagicError(f"{flag} needs a number >= 0, not {n}")
+    return n
+
+
+def _memory_options(args: list[str]) -> tuple[int, int]:
+    top, min_bytes = 20, probe.PIN_MIN_BYTES
+    i = 0
+    while i < len(args):
+        flag = args[i]
+        if flag not in ("--top", "--min-bytes") or i + 1 >= len(args):
+            raise MagicError(f"memory takes --top N and --min-bytes N, not {' '.join(args[i:])!r}")
+        if flag == "--top":
+            top = _int_option(args[i + 1], flag)
+        else:
+            min_bytes = _int_option(args[i + 1], flag)
+        i += 2
+    return top, min_bytes
+
+
+def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
+    """What `%stridelens LINE` shows: (text/plain, text/html), or None when it only switches
+    something; raises MagicError with the one-line message otherwise."""
+    line = line.strip()
+    if not line:
+        raise MagicError(USAGE)
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        words = line.split()
+    head = words[0] if words else ""
+    if head == "display" and len(words) <= 2:
+        state = words[1] if len(words) == 2 else None
+        if state not in ("on", "off"):
+            raise MagicError("display takes on or off: %stridelens display on")
+        if state == "on":
+            _HOOK.enable(shell)
+        else:
+            _HOOK.disable(shell)
+        return None
+    if head == "grads" and len(words) <= 2:
+        raise MagicError("the gradient-health report (%stridelens grads MODEL) is not available in this "
+                         "version of stridelens")
+    if head == "memory" and (len(words) == 1 or words[1].startswith("--")):
+        problem = torch_problem()
+        if problem:
+            raise MagicError(problem)
+        top, min_bytes = _memory_options(words[1:])
+        return render_memory(memory_report(shell, top, min_bytes))
+    stats = False
+    expr = line
+    if head == "--stats":
+        stats = True
+        expr = line[len("--stats"):].strip()
+        if not expr:
+            raise MagicError("--stats needs an expression: %stridelens --stats x")
+    problem = torch_problem()
+    if problem:
+        raise MagicError(problem)
+    ns = naming_namespace(shell.user_ns)
+    try:
+        d = probe.describe_expr(expr, ns, {}, stats)
+    except probe.ProbeError as e:
+        raise MagicError(str(e)) from None
+    finally:
+        ns.clear()
+    return render_card(expr, d)
+
+
+def stridelens_magic(line: str) -> None:
+    """%stridelens EXPR | memory [--top N] [--min-bytes N] | display on|off (see the README)."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    shell = get_ipython()
+    try:
+        shown = run_magic(shell, line)
+    except MagicError as e:
+        print(f"stridelens: {e}", file=sys.stderr)
+        return
+    if shown is not None:
+        text, page = shown
+        display({"text/plain": text, "text/html": page}, raw=True)
+
+
+def load(shell: Any) -> None:
+    shell.register_magic_function(stridelens_magic, magic_kind="line", magic_name=MAGIC_NAME)
+
+
+def unload(shell: Any) -> None:
+    _HOOK.disable(shell)
+    shell.magics_manager.magics["line"].pop(MAGIC_NAME, None)
