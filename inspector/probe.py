@@ -51,8 +51,10 @@ def _torch() -> Any:
 
 
 def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
+    # stridelens.server.units.human_bytes, repeated: the probe runs in the target with the
+    # standard library only (tests/test_units.py holds the two equal).
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"

@@ -12,7 +12,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from stridelens.server.units import human_bytes
+from stridelens.server.units import human_bytes, plural
 
 
 def _tuple(v: list[int] | None) -> str:
@@ -54,7 +54,7 @@ def describe_table(expr: str, d: dict[str, Any]) -> Table:
         t.add_row("grad_fn", chain + (" …" if len(d["grad_fn_chain"]) > 8 else ""))
         gr = d["graph"]
         t.add_row("graph holds", f"{human_bytes(gr['saved_bytes'])} in {gr['saved_storages']} saved storages "
-                                 f"({gr['nodes']} nodes)")
+                                 f"({plural(gr['nodes'], 'node')})")
     c = d.get("cuda")
     if c:
         share = f", this storage {100 * c['share']:.1f}%" if c.get("share") else ""
@@ -82,7 +82,7 @@ def frame_table(r: dict[str, Any]) -> Group:
             )
     lines = [Text(f"• {g['summary']}") for g in r["groups"] if len(g["tensors"]) > 1 or g["tensors"][0]["is_view"]]
     lines += [Text(f"• {x['name']}: {x['layout']} tensor, {x['note']}", style="yellow") for x in r["no_storage"]]
-    total = Text(f"{r['tensor_count']} tensors, {len(r['groups'])} storages, {human_bytes(r['total_bytes'])}",
+    total = Text(f"{plural(r['tensor_count'], 'tensor')}, {plural(len(r['groups']), 'storage')}, {human_bytes(r['total_bytes'])}",
                  style="dim")
     return Group(t, *lines, total)
 
@@ -114,8 +114,8 @@ def memory_tables(r: dict[str, Any]) -> Group:
             parts.append(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), ": ", f["message"]))
     else:
         parts.append(Text("No leak patterns found.", style="green"))
-    parts.append(Text(f"{r['tensor_count']} live tensors, {r['storage_count']} storages, "
-                      f"{r['graph_roots']} graph roots ({r['graph_nodes']} nodes walked)", style="dim"))
+    parts.append(Text(f"{plural(r['tensor_count'], 'live tensor')}, {plural(r['storage_count'], 'storage')}, "
+                      f"{plural(r['graph_roots'], 'graph root')} ({plural(r['graph_nodes'], 'node')} walked)", style="dim"))
     return Group(*parts)
 
 

@@ -20,6 +20,7 @@ from stridelens.server.analysis.values import (
     TorchRef,
     Value,
 )
+from stridelens.server.units import human_bytes
 
 MAX_PROVENANCE = 4
 MAX_CALL_DEPTH = 4
@@ -158,12 +159,5 @@ def _first_line(err: BaseException) -> str:
     return (text[0] if text else type(err).__name__)[:300]
 
 def format_bytes(n: int | None) -> str:
-    if n is None:
-        return "an unknown number of bytes"
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
+    return "an unknown number of bytes" if n is None else human_bytes(n)
 

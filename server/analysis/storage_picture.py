@@ -24,7 +24,7 @@ Every line fits `width` columns. Shared by `stridelens explain` and the hover ca
 from __future__ import annotations
 
 from stridelens.server.analysis.facts import TensorFact
-from stridelens.server.units import human_bytes
+from stridelens.server.units import human_bytes, plural
 
 # The largest view whose storage positions are listed one by one (beyond: its span).
 MAX_ENUMERATE = 1 << 16
@@ -132,13 +132,13 @@ def _bar(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], num
             marks[index] = USED if dense else SPREAD
         read = numel if dense else None
     element = fact.element_size
-    used = human_bytes(read * element) if read is not None and element else (f"{read:,} elements" if read is not None else None)
-    whole = human_bytes(total * element) if element else f"{total:,} elements"
+    used = human_bytes(read * element) if read is not None and element else (plural(read, "element") if read is not None else None)
+    whole = human_bytes(total * element) if element else plural(total, "element")
     share = f" ({100 * read / total:.2g}%)" if read is not None else ""
     if used is not None:
         what = f"reads {used} of {whole}{share}"
     else:  # the tensor's own size: `numel` elements, wherever they lie in the span
-        own = f"{numel:,} elements" + (f" ({human_bytes(numel * element)})" if element else "")
+        own = plural(numel, "element") + (f" ({human_bytes(numel * element)})" if element else "")
         what = f"reads {own} spread over {whole}"
     footer = f"{what} from element {first:,}, strides {strides}"
     return [f"{label}{''.join(marks)}{close}", _fit(footer, width)]

@@ -14,6 +14,7 @@ from typing import Any
 from stridelens.server.analysis import Analysis, Explanation, SourceError, analyze_file
 from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.storage_picture import render_storage_picture
+from stridelens.server.units import plural
 
 
 class PositionError(Exception):
@@ -106,7 +107,7 @@ def render_text(spec: str, explanation: Explanation) -> str:
     elif fact.is_view is False:
         rows.append(("memory", "its own storage"))
     if fact.storage_numel is not None:
-        size = f"{fact.storage_numel} elements"
+        size = plural(fact.storage_numel, "element")
         if fact.storage_nbytes is not None:
             size += f", {fact.storage_nbytes:,} bytes"
         rows.append(("storage size", size))

@@ -13,6 +13,7 @@ from stridelens.server.lsp.diagnostics import NOQA
 from stridelens.server.lsp.documents import Encoding
 from stridelens.server.lsp.operation_hover import operation_at, render_operation
 from stridelens.server.rules import ALL_RULES
+from stridelens.server.units import human_bytes, plural
 
 # Columns of the hover's storage picture: VS Code's hover shows about this many monospace
 # characters before it scrolls, and every row must line up with the others.
@@ -27,15 +28,6 @@ def _tuple(value: tuple[int, ...] | None) -> str:
     if value is None:
         return "unknown"
     return f"`{tuple(value)}`"
-
-
-def human_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def fact_lines(fact: TensorFact) -> list[str]:
@@ -72,7 +64,7 @@ def fact_lines(fact: TensorFact) -> list[str]:
     elif fact.is_view is False:
         rows.append("**memory** a copy — its own storage")
     if fact.storage_numel is not None:
-        size = f"**storage** {fact.storage_numel:,} elements"
+        size = f"**storage** {plural(fact.storage_numel, 'element')}"
         if fact.storage_nbytes is not None:
             size += f", {human_bytes(fact.storage_nbytes)}"
         if fact.nbytes is not None and fact.storage_nbytes is not None and fact.nbytes != fact.storage_nbytes:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from stridelens.server.analysis import Analysis, ReplayEvent, TensorFact
 from stridelens.server.analysis.positions import char_to_byte
+from stridelens.server.units import human_bytes
 
 OPERATIONS = frozenset(
     {
@@ -128,13 +129,7 @@ def _event(analysis: Analysis, call: ast.Call | None, kind: str) -> ReplayEvent 
 
 
 def _mb(n: int | None) -> str:
-    if n is None:
-        return "its data"
-    if n >= 1e6:
-        return f"{n / 1e6:.1f} MB"
-    if n >= 1e3:
-        return f"{n / 1e3:.1f} kB"
-    return f"{n} B"
+    return "its data" if n is None else human_bytes(n)
 
 
 def _name(analysis: Analysis, node: ast.AST | None) -> str:
