@@ -10,9 +10,9 @@
 The facts come from `stridelens.inspector.probe`, called in process, under the same rules as
 at a breakpoint: no device allocation, no CUDA synchronisation, no data reads unless asked,
 no `_version` bumps, no names left in the user's namespace (the magic returns nothing, so its
-report never lands in `Out`). The one thing this module adds is the output-cache finding:
-IPython keeps every cell result in `Out[N]`, `_N` and `_`/`__`/`___`, so a big tensor that no
-variable names any more is still alive.
+report never lands in `Out`). The one finding added to the probe's is the output cache's
+(`notebook_cache`): IPython keeps every cell result in `Out[N]`, `_N` and `_`/`__`/`___`, so a
+big tensor that no variable names any more is still alive.
 
 IPython is imported only here, and only when the extension is loaded: it is no dependency of
 stridelens. Torch is never imported by this module: it reads the kernel's own, when loaded.
@@ -20,18 +20,17 @@ stridelens. Torch is never imported by this module: it reads the kernel's own, w
 
 from __future__ import annotations
 
-import gc
 import html
 import importlib.util
 import io
-import re
 import shlex
 import sys
+import tokenize
 from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 from stridelens.inspector import probe
+from stridelens.inspector.notebook_cache import is_cache_name, output_cache_findings
 
 MAGIC_NAME = "stridelens"
 HISTORY_NAMES = ("In", "Out", "_ih", "_oh", "_dh")
@@ -45,7 +44,6 @@ _DTYPE_SHORT = {
 USAGE = ("usage: %stridelens EXPR | %stridelens --stats EXPR | %stridelens memory [--top N] "
          "[--min-bytes N] | %stridelens display on|off   (a variable named like a sub-command: "
          "%stridelens (memory))")
-_CACHE_NAME = re.compile(r"_{1,3}|_\d+")
 
 
 class _Names(dict):  # type: ignore[type-arg]
@@ -58,11 +56,6 @@ class MagicError(Exception):
 
 
 # ---------------------------------------------------------------- namespaces
-
-
-def is_cache_name(name: str) -> bool:
-    """`_`, `__`, `___`, `_12`: the names IPython's output cache binds."""
-    return _CACHE_NAME.fullmatch(name) is not None
 
 
 def naming_namespace(user_ns: dict[str, Any]) -> dict[str, Any]:
@@ -177,171 +170,6 @@ def summary_line(t: Any, user_ns: dict[str, Any] | None = None) -> str:
     return " ".join(parts)
 
 
-# ---------------------------------------------------------------- the output cache
-
-
-def output_cache_findings(shell: Any, min_bytes: int) -> list[dict[str, Any]]:
-    """Storages of at least `min_bytes` that only IPython's output cache keeps alive.
-
-    A tensor counts when every reference to it is a cache entry (`Out[N]`, `_N`, `_`, `__`,
-    `___`, the display hook's own copies) and every other live tensor on its storage is only
-    its `_base`; a storage an autograd graph saved is left out (the graph keeps it too).
-    Reads layouts and references only, like the probe.
-    """
-    user_ns: dict[str, Any] = shell.user_ns
-    out_cache = user_ns.get("_oh")
-    if not isinstance(out_cache, dict):
-        out_cache = {}
-    torch = sys.modules["torch"]
-    T = torch.Tensor
-    held: dict[int, list[str]] = {}  # id(tensor) -> the cache names that hold it
-    interest: list[Any] = []
-    containers: list[Any] = []  # cell results that are tuples/lists/dicts of tensors
-
-    def add(t: Any, name: str) -> None:
-        if id(t) not in held:
-            held[id(t)] = []
-            interest.append(t)
-        if name not in held[id(t)]:
-            held[id(t)].append(name)
-
-    for n, v in list(out_cache.items()):
-        if issubclass(type(v), T):
-            add(v, f"Out[{n}]")
-        elif type(v) in (tuple, list):
-            containers.append(v)
-            for i, x in enumerate(v[: probe.CONTAINER_ITEMS]):
-                if issubclass(type(x), T):
-                    add(x, f"Out[{n}][{i}]")
-        elif type(v) is dict:
-            containers.append(v)
-            for k, x in list(v.items())[: probe.CONTAINER_ITEMS]:
-                if issubclass(type(x), T):
-                    add(x, f"Out[{n}][{k!r}]")
-    for k, v in list(user_ns.items()):
-        if is_cache_name(k) and issubclass(type(v), T):
-            add(v, k)
-    # `%reset -f out` clears `_` & co in the namespace but not their copies in the hidden one
-    # (IPython 8/9), which then keep the last three results alive.
-    hidden = getattr(shell, "user_ns_hidden", None) or {}
-    for k in ("_", "__", "___"):
-        v = hidden.get(k)
-        if issubclass(type(v), T) and v is not user_ns.get(k):
-            add(v, f"user_ns_hidden[{k!r}]")
-    if not interest:
-        return []
-    big = [t for t in interest if (probe._safe(lambda t=t: probe._storage(t)) or (None, 0))[1] >= min_bytes]
-    if not big:
-        return []
-
-    # Who else refers to these tensor objects?
-    hook = getattr(shell, "displayhook", None)
-    cache_objs = {id(out_cache), id(hook), *(id(c) for c in containers)}
-    if hook is not None and hasattr(hook, "__dict__"):
-        cache_objs.add(id(vars(hook)))
-    named_spaces = {id(user_ns), id(getattr(shell, "user_ns_hidden", None))}
-    mine = {id(interest), id(big), id(held), id(containers)}
-    big_ids = {id(t) for t in big}
-    elsewhere: set[int] = set()
-    refs = gc.get_referrers(*big)
-    try:
-        for r in refs:
-            if id(r) in mine or id(r) in cache_objs:
-                continue
-            if id(r) in named_spaces:
-                elsewhere.update(id(v) for k, v in list(r.items()) if id(v) in big_ids and not is_cache_name(k))
-            elif _own_frame(r):
-                continue
-            else:
-                elsewhere.update(id(x) for x in gc.get_referents(r) if id(x) in big_ids)
-    finally:
-        del refs
-    only_cache = [t for t in big if id(t) not in elsewhere]
-    if not only_cache:
-        return []
-
-    # Every live tensor on those storages must be one of them or one of their bases.
-    keys = {id(t): probe._storage(t)[0] for t in only_cache}
-    wanted = set(keys.values())
-    bases = {id(t._base) for t in only_cache if t._base is not None}
-    cache_ids = set(keys)
-    others: dict[str, list[Any]] = {}
-    roots: list[Any] = []
-    objs = gc.get_objects()
-    try:
-        for o in objs:
-            if not (type(o) is T or issubclass(type(o), T)):
-                continue
-            if o.requires_grad and o.grad_fn is not None:
-                roots.append(o)
-            if id(o) in cache_ids:
-                continue
-            st = probe._safe(lambda o=o: probe._storage(o))
-            if st is not None and st[0] in wanted:
-                others.setdefault(st[0], []).append(o)
-    finally:
-        del objs
-    spoiled: set[str] = set()
-    for key, ts in others.items():
-        if any(id(o) not in bases for o in ts):
-            spoiled.add(key)
-        else:  # a base kept only by our views: anyone else referring to it keeps the storage
-            base_refs = gc.get_referrers(*ts)
-            mine.update({id(others), id(ts), id(base_refs)})
-            if any(id(r) not in mine and not _own_frame(r) for r in base_refs):
-                spoiled.add(key)
-            del base_refs
-    others.clear()
-    # Storages saved by a live autograd graph stay alive without the cache.
-    if roots:
-        seen: dict[int, Any] = {}
-
-        def on_saved(_node: Any, s: Any) -> None:
-            st = probe._safe(lambda: probe._storage(s))
-            if st is not None and st[0] in wanted:
-                spoiled.add(st[0])
-
-        for root in roots:
-            fn = root.grad_fn
-            probe._walk_graph(fn, seen, T, on_saved)
-            del fn
-        seen.clear()
-        roots.clear()
-
-    by_key: dict[str, dict[str, Any]] = {}
-    for t in only_cache:
-        key = keys[id(t)]
-        if key in spoiled:
-            continue
-        f = by_key.get(key)
-        if f is None:
-            st = probe._storage(t)
-            f = by_key[key] = {"kind": "output_cache", "storage_key": key, "device": st[2],
-                               "bytes": st[1], "names": []}
-        f["names"].extend(n for n in held[id(t)] if n not in f["names"])
-    findings = []
-    for f in by_key.values():
-        names = sorted(f["names"], key=lambda n: (not n.startswith("Out["), n))
-        f["names"] = names
-        also = f" (also {', '.join(names[1:])})" if len(names) > 1 else ""
-        if all(n.startswith("user_ns_hidden") for n in names):
-            fix = ("`%reset -f out` left it behind; `get_ipython().user_ns_hidden.pop("
-                   f"{names[0][15:-1]})` frees it")
-        else:
-            fix = "`%reset -f out` frees it, and a cell ending in `;` stays out of the cache"
-        f["message"] = (f"{names[0]}{also} keeps {probe._human(f['bytes'])} of {f['device']} storage alive "
-                        f"that no variable refers to: IPython's output cache holds every cell result; {fix}")
-        findings.append(f)
-    interest.clear()
-    big.clear()
-    only_cache.clear()
-    return findings
-
-
-def _own_frame(r: Any) -> bool:
-    return type(r) is FrameType and r.f_code.co_filename in (__file__, probe.__file__)
-
-
 def memory_report(shell: Any, top: int = 20, min_bytes: int = probe.PIN_MIN_BYTES) -> dict[str, Any]:
     ns = naming_namespace(shell.user_ns)
     try:
@@ -452,10 +280,21 @@ def _memory_options(args: list[str]) -> tuple[int, int]:
     return top, min_bytes
 
 
+def _without_comment(line: str) -> str:
+    """`memory --top 3  # the biggest` -> `memory --top 3` (IPython passes comments on)."""
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                return line[: tok.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):  # unbalanced brackets & co: the probe says so
+        pass
+    return line
+
+
 def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
     """What `%stridelens LINE` shows: (text/plain, text/html), or None when it only switches
     something; raises MagicError with the one-line message otherwise."""
-    line = line.strip()
+    line = _without_comment(line.strip())
     if not line:
         raise MagicError(USAGE)
     try:

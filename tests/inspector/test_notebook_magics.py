@@ -161,8 +161,9 @@ def test_card_of_transposed_view(kernel: Kernel) -> None:
 
 def test_card_of_a_graph_tensor_with_stats(kernel: Kernel) -> None:
     kernel.ok("w = torch.ones(3, 3, requires_grad=True)\ny = (w * 2).sum()")
-    cell = kernel.ok("%stridelens --stats y")
+    cell = kernel.ok("%stridelens --stats y  # a comment is no part of the expression")
     text = cell.displays[0]["text/plain"]
+    assert text.startswith("y  (Tensor)")
     assert re.search(r"grad_fn\s+SumBackward0 → MulBackward0", text)
     assert re.search(r"values\s+nan=0, inf=0, min=18, max=18, mean=18", text)
 
@@ -194,7 +195,7 @@ def test_memory_names_output_cache_and_losses(kernel: Kernel) -> None:
               "losses = []\n"
               "for _step in range(4):\n"
               "    losses.append(model(torch.randn(32, 64)).pow(2).mean())")
-    cell = kernel.ok("%stridelens memory --top 5")
+    cell = kernel.ok("%stridelens memory --top 5  # the five largest storages")
     assert cell.result is None
     [bundle] = cell.displays
     text, page = bundle["text/plain"], bundle["text/html"]
@@ -227,6 +228,20 @@ def test_a_small_view_in_the_cache_pins_its_base(kernel: Kernel) -> None:
                      "storage alive", flat)
     assert "view_pins_storage" not in flat  # one finding for one storage
     kernel.ok("%reset -f out")
+
+
+def test_reports_keep_no_reference(kernel: Kernel) -> None:
+    kernel.ok("import weakref\n"
+              "probe_me = torch.zeros(1024, 512).t()\n"
+              "ref = weakref.ref(probe_me)\n"
+              "base_ref = weakref.ref(probe_me._base)")
+    kernel.ok("%stridelens probe_me")
+    kernel.ok("%stridelens memory")
+    kernel.ok("%stridelens display on\nprint(get_ipython().display_formatter.format(probe_me)[0]['text/plain'][-30:])")
+    kernel.ok("%stridelens display off")
+    kernel.ok("del probe_me")
+    # Freed by reference counting alone: nothing (no cycle, no cache) kept the view or its base.
+    assert kernel.value("(ref(), base_ref())") == "(None, None)"
 
 
 # ---------------------------------------------------------------- the display hook
