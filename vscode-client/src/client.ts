@@ -1,10 +1,12 @@
-// The language client: `python -m stridelens serve` over stdio (vscode-languageclient appends
-// `--stdio`), a status bar item, and settings passed through as the server's keys.
+// The language client: `python bundled/tool/launch.py serve` (= `python -m stridelens serve` with
+// the bundled stridelens on sys.path) over stdio (vscode-languageclient appends `--stdio`), a
+// status bar item, and settings passed through as the server's keys.
 import * as os from "os";
 import * as vscode from "vscode";
 import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from "vscode-languageclient/node";
-import { checkStridelens, Interpreter, pipCommand, resolveInterpreter, StridelensInfo } from "./interpreter";
+import { checkStridelens, Interpreter, InterpreterProblem, launcher, resolveInterpreter, StridelensInfo, stridelensEnv } from "./interpreter";
 import { ClientLifecycle } from "./lifecycle";
+import { describeStatus, Phase } from "./status";
 
 /** The `stridelens` settings the server reads (server/lsp/configuration.py). */
 export const SERVER_KEYS = ["select", "ignore", "severity", "inlayHints", "replay", "debounceMs"] as const;
@@ -17,15 +19,6 @@ export function serverSettings(resource?: vscode.Uri): Record<string, unknown> {
     if (v !== undefined && v !== null) out[k] = v;
   }
   return out;
-}
-
-type Phase = "starting" | "ready" | "error" | "stopped";
-
-/** The interpreter cannot run the server (not found, or stridelens not installed). */
-class NoServer extends Error {
-  constructor(message: string, readonly python: string) {
-    super(message);
-  }
 }
 
 /**
@@ -78,19 +71,22 @@ export class ServerManager implements vscode.Disposable {
   }
 
   private render(): void {
-    const facts = this.exact === undefined ? "" : this.exact ? " · exact" : " · static";
-    const icon = { starting: "$(sync~spin)", ready: "$(pulse)", error: "$(error)", stopped: "$(circle-slash)" }[this.phase];
-    this.status.text = `${icon} stridelens${this.phase === "ready" ? facts : this.phase === "starting" ? " starting" : this.phase === "error" ? " error" : " stopped"}`;
-    const lines = [`stridelens language server: ${this.phase}`];
-    if (this.interpreter) lines.push(`Python: ${this.interpreter.path} (from ${this.interpreter.source})`);
-    if (this.info) lines.push(`stridelens ${this.info.version}${this.info.torch ? ", torch available" : ", torch not installed"}`);
-    if (this.exact !== undefined) {
-      lines.push(this.exact ? "Facts: exact (torch-backed meta replay)" : "Facts: static (symbolic; exact facts not available yet or replay off)");
-    }
-    if (this.error) lines.push(`Error: ${this.error}`);
-    lines.push("Click for the output channel.");
-    this.status.tooltip = lines.join("\n");
-    this.status.backgroundColor = this.phase === "error" ? new vscode.ThemeColor("statusBarItem.errorBackground") : undefined;
+    const v = describeStatus({
+      phase: this.phase,
+      python: this.info?.python ?? this.interpreter?.path,
+      pythonSource: this.interpreter?.source,
+      pythonVersion: this.info?.pythonVersion,
+      version: this.info?.version,
+      fromBundle: this.info?.fromBundle,
+      location: this.info?.location,
+      hasTorch: this.info ? this.info.torch !== null : undefined,
+      exact: this.exact,
+      replayOff: !vscode.workspace.getConfiguration("stridelens").get<boolean>("replay", true),
+      error: this.error,
+    });
+    this.status.text = v.text;
+    this.status.tooltip = v.tooltip;
+    this.status.backgroundColor = v.background ? new vscode.ThemeColor(`statusBarItem.${v.background}Background`) : undefined;
   }
 
   private set(phase: Phase, error?: string): void {
@@ -124,20 +120,20 @@ export class ServerManager implements vscode.Disposable {
     this.interpreter = await resolveInterpreter(resource);
     const python = this.interpreter.path;
     this.output.appendLine(`Using ${python} (from ${this.interpreter.source})`);
-    try {
-      this.info = await checkStridelens(python);
-    } catch (e) {
-      throw new NoServer(e instanceof Error ? e.message : String(e), python);
-    }
-    this.output.appendLine(`stridelens ${this.info.version} at ${this.info.probeFile}; torch: ${this.info.torch ?? "not installed"}; debugpy: ${this.info.debugpy ?? "not installed"}`);
+    this.info = await checkStridelens(python, resource);
+    const i = this.info;
+    this.output.appendLine(
+      `stridelens ${i.version} (${i.fromBundle ? "bundled" : "the interpreter's"}, importStrategy ${i.importStrategy}) at ${i.location}; ` +
+        `Python ${i.pythonVersion}; torch: ${i.torch ?? "not installed (symbolic facts only)"}; debugpy: ${i.debugpy ?? `not installed (the debugger uses the bundled copy${i.bundledDebugpy ? "" : ", absent from this build"})`}`,
+    );
     if (!vscode.workspace.getConfiguration("stridelens").get<boolean>("replay", true)) this.exact = false;
     const serverOptions: ServerOptions = {
       command: python,
-      args: ["-m", "stridelens", "serve"],
+      args: [launcher(), "serve"],
       transport: TransportKind.stdio,
-      // Not the workspace as working directory: `python -m` puts it first on sys.path, so a
-      // workspace folder named `stridelens/` (or `torch/`) would shadow the real packages.
-      options: { cwd: os.tmpdir(), env: { ...process.env, PYTHONUNBUFFERED: "1" } },
+      // Not the workspace as working directory: a workspace folder named `torch/` must not be
+      // what `import torch` finds (the launcher takes its own folder off sys.path).
+      options: { cwd: os.tmpdir(), env: { ...process.env, PYTHONUNBUFFERED: "1", ...stridelensEnv(resource) } },
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [
@@ -178,14 +174,16 @@ export class ServerManager implements vscode.Disposable {
   private failed(e: Error): void {
     const first = e.message.split("\n")[0];
     this.set("error", first);
-    if (e instanceof NoServer) {
+    if (e instanceof InterpreterProblem) {
       this.output.appendLine(e.message);
-      // Not awaited: the notification stays open until the user acts on it (VS Code has no way to
-      // close it for us), and a restart must not wait for it.
-      const python = e.python;
-      void vscode.window.showErrorMessage(first, "Copy install command", "Open settings", "Show output").then(async (choice) => {
-        if (choice === "Copy install command") await vscode.env.clipboard.writeText(pipCommand(python));
-        else if (choice === "Open settings") await vscode.commands.executeCommand("workbench.action.openSettings", "stridelens.interpreter");
+      // What works: another interpreter (stridelens itself is bundled, so a Python 3.10+ is all
+      // the server needs). Not awaited: the notification stays open until the user acts on it
+      // (VS Code has no way to close it for us), and a restart must not wait for it.
+      const pyExt = vscode.extensions.getExtension("ms-python.python") !== undefined;
+      const actions = [pyExt ? "Select interpreter" : "Set stridelens.interpreter", "Show output"];
+      void vscode.window.showErrorMessage(first, ...actions).then(async (choice) => {
+        if (choice === "Select interpreter") await vscode.commands.executeCommand("python.setInterpreter");
+        else if (choice === "Set stridelens.interpreter") await vscode.commands.executeCommand("workbench.action.openSettings", "stridelens.interpreter");
         else if (choice === "Show output") this.output.show();
       });
       return;

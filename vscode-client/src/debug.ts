@@ -1,9 +1,13 @@
 // The fallback debugger: a `stridelens` debug type backed by debugpy's own adapter. Launching
-// the current file or attaching to a PID runs `python -m debugpy.adapter` from the selected
-// interpreter; attaching to host:port (loopback unless `allowRemote`) talks to the adapter that
+// the current file or attaching to a PID runs debugpy's adapter with the selected interpreter:
+// `python -m debugpy.adapter` when the interpreter has debugpy (its build has the compiled
+// speedups), else the pure-Python debugpy bundled in the .vsix (`python bundled/libs/debugpy/adapter`;
+// the adapter starts the debuggee with its own copy, so the program needs no debugpy).
+// Attaching to host:port (loopback unless `allowRemote`) talks to the adapter that
 // debugpy.listen() started in the target, as the Python extension does.
 import * as vscode from "vscode";
-import { resolveInterpreter, run } from "./interpreter";
+import { join } from "node:path";
+import { bundledDebugpy, resolveInterpreter, run, TOO_OLD_EXIT } from "./interpreter";
 import { connectEndpoint } from "./runtime/address";
 
 
@@ -73,12 +77,18 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
       }
       const py = Array.isArray(session.configuration.python) ? session.configuration.python[0] : session.configuration.python;
       const python = py || (await resolveInterpreter(session.workspaceFolder?.uri)).path;
-      const check = await run(python, ["-c", "import debugpy, sys; print(debugpy.__version__)"], 20_000);
-      if (check.code !== 0) {
-        throw new Error(`debugpy is not installed in ${python}. Install it with: ${python} -m pip install debugpy`);
+      const env = { PYDEVD_DISABLE_FILE_VALIDATION: "1" };
+      const check = await run(python, ["-c", `import sys; print(sys.version_info >= (3, 8) or exit(${TOO_OLD_EXIT})); import debugpy; print(debugpy.__version__)`], 20_000);
+      if (check.code === 0) {
+        log(`fallback debugger: ${python} -m debugpy.adapter (the interpreter's debugpy ${check.stdout.trim().split("\n").pop()})`);
+        return new vscode.DebugAdapterExecutable(python, ["-m", "debugpy.adapter"], { env });
       }
-      log(`fallback debugger: ${python} -m debugpy.adapter (debugpy ${check.stdout.trim()})`);
-      return new vscode.DebugAdapterExecutable(python, ["-m", "debugpy.adapter"], { env: { PYDEVD_DISABLE_FILE_VALIDATION: "1" } });
+      if (/ENOENT|EACCES/.test(check.stderr)) throw new Error(`stridelens: no Python interpreter at ${python}. Select a Python 3.10 or newer.`);
+      if (check.code === TOO_OLD_EXIT) throw new Error(`stridelens: ${python} is too old for debugpy (Python 3.8 or newer).`);
+      const bundled = bundledDebugpy();
+      if (!bundled) throw new Error(`debugpy is not installed in ${python}, and this build of the extension carries no bundled debugpy. Install it with: ${python} -m pip install debugpy`);
+      log(`fallback debugger: ${python} ${join(bundled, "adapter")} (debugpy bundled with the extension; ${python} has none)`);
+      return new vscode.DebugAdapterExecutable(python, [join(bundled, "adapter")], { env });
     },
   };
   return [

@@ -2,7 +2,7 @@ import * as vscode from "vscode";
 import * as fs from "node:fs";
 import { ServerManager } from "./client";
 import { registerFallbackDebugger } from "./debug";
-import { resolveInterpreter, run } from "./interpreter";
+import { checkStridelens, resolveInterpreter, runStridelens, setExtensionRoot } from "./interpreter";
 import { RuntimeController } from "./runtime/controller";
 import type { StaticFacts } from "./runtime/facts";
 import { MemoryPanel } from "./runtime/panel";
@@ -10,12 +10,14 @@ import { MemoryPanel } from "./runtime/panel";
 let manager: ServerManager | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  setExtensionRoot(context.extensionPath);
   const output = vscode.window.createOutputChannel("stridelens");
   const log = (m: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${m}`);
   manager = new ServerManager(output);
   context.subscriptions.push(output, manager);
 
-  // The probe source comes from the installed package (never duplicated here); read once per interpreter.
+  // The probe source comes from the stridelens the server runs (bundled or the interpreter's,
+  // never duplicated here); read once per interpreter.
   const probeCache = new Map<string, Promise<string>>();
   const probeSource = async (): Promise<string> => {
     const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
@@ -24,9 +26,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       p = (async () => {
         const file = manager?.info && manager.interpreter?.path === python ? manager.info.probeFile : undefined;
         if (file) return fs.promises.readFile(file, "utf8");
-        const r = await run(python, ["-c", "import stridelens.inspector.probe as p; print(p.__file__)"], 30_000);
-        if (r.code !== 0) throw new Error(`stridelens is not importable in ${python}: ${r.stderr.trim().split("\n").pop()}`);
-        return fs.promises.readFile(r.stdout.trim().split("\n").pop()!, "utf8");
+        return fs.promises.readFile((await checkStridelens(python)).probeFile, "utf8");
       })();
       p.catch(() => probeCache.delete(python));
       probeCache.set(python, p);
@@ -58,7 +58,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       p = (async () => {
         const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
         const t0 = Date.now();
-        const r = await run(python, ["-m", "stridelens", "explain", ...specs, "--format", "json"], 120_000);
+        const r = await runStridelens(python, ["explain", ...specs, "--format", "json"], 120_000, vscode.Uri.file(path));
         try {
           const out = JSON.parse(r.stdout);
           const arr = Array.isArray(out) ? out : [out];
@@ -94,7 +94,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       await client.sendRequest("workspace/executeCommand", { command: "stridelens.fixAll", arguments: [ed.document.uri.toString()] });
     }),
     vscode.workspace.onDidChangeConfiguration((e) => {
-      if (e.affectsConfiguration("stridelens.interpreter") || e.affectsConfiguration("stridelens.useInterpreterFromPythonExtension")) {
+      if (["interpreter", "useInterpreterFromPythonExtension", "importStrategy"].some((k) => e.affectsConfiguration(`stridelens.${k}`))) {
         void manager?.restart();
       }
     }),

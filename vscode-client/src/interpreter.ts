@@ -2,6 +2,8 @@
 // extension's selected interpreter when installed, else `stridelens.interpreter`, else python3.
 import * as vscode from "vscode";
 import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 
 export interface Interpreter {
   path: string;
@@ -45,48 +47,88 @@ async function fromPythonExtension(resource?: vscode.Uri): Promise<string | unde
   return undefined;
 }
 
+/** What `bundled/tool/launch.py --info` reports of an interpreter (see that file). */
 export interface StridelensInfo {
   version: string;
   python: string; // sys.executable
+  pythonVersion: string;
+  location: string; // the stridelens package used
+  fromBundle: boolean; // the copy carried in the .vsix (bundled/libs), not the interpreter's own
+  bundle: string | null;
+  importStrategy: string;
   probeFile: string;
-  debugpy: string | null;
-  torch: string | null;
+  torch: string | null; // the interpreter's torch (never bundled)
+  debugpy: string | null; // the interpreter's own debugpy
+  bundledDebugpy: string | null;
 }
 
-const CHECK = [
-  "import json, sys, importlib.util as u",
-  "import stridelens, stridelens.inspector.probe as p",
-  "d = u.find_spec('debugpy')",
-  "t = u.find_spec('torch')",
-  "print(json.dumps({'version': getattr(stridelens, '__version__', '?'), 'python': sys.executable, 'probeFile': p.__file__, 'debugpy': d.origin if d else None, 'torch': t.origin if t else None}))",
-].join("; ");
+export type ImportStrategy = "useBundled" | "fromEnvironment";
 
-export function run(python: string, args: string[], timeoutMs = 60_000, cwd?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+/** The extension's folder (set on activation): bundled/ lies there. */
+let extensionRoot = "";
+export function setExtensionRoot(p: string): void {
+  extensionRoot = p;
+}
+export const launcher = (): string => join(extensionRoot, "bundled", "tool", "launch.py");
+/** The bundled debugpy package folder, when the .vsix carries one. */
+export const bundledDebugpy = (): string | undefined => {
+  const d = join(extensionRoot, "bundled", "libs", "debugpy");
+  return existsSync(join(d, "adapter")) ? d : undefined;
+};
+
+export function importStrategy(resource?: vscode.Uri): ImportStrategy {
+  const v = vscode.workspace.getConfiguration("stridelens", resource).get<string>("importStrategy");
+  return v === "fromEnvironment" ? "fromEnvironment" : "useBundled";
+}
+
+/** The environment stridelens runs in: the launcher reads the import strategy from it. */
+export const stridelensEnv = (resource?: vscode.Uri): Record<string, string> => ({ STRIDELENS_IMPORT_STRATEGY: importStrategy(resource) });
+
+export function run(python: string, args: string[], timeoutMs = 60_000, cwd?: string, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(python, args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, cwd, env: { ...process.env, PYTHONNOUSERSITE: process.env.PYTHONNOUSERSITE ?? "" } }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as any).code === "number" ? (err as any).code : -1) : 0;
-      resolve({ code, stdout: String(stdout), stderr: String(stderr) || (err && !stderr ? String(err.message) : "") });
+    execFile(python, args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, cwd, env: { ...process.env, PYTHONNOUSERSITE: process.env.PYTHONNOUSERSITE ?? "", ...env } }, (err, stdout, stderr) => {
+      const e = err as (Error & { code?: number | string }) | null;
+      const code = e ? (typeof e.code === "number" ? e.code : -1) : 0;
+      resolve({ code, stdout: String(stdout), stderr: String(stderr) || (e && !stderr ? (e.code === "ENOENT" ? `ENOENT: ${python}` : String(e.message)) : "") });
     });
   });
 }
 
-/** What the interpreter has; throws an Error whose message says how to fix it. */
-export async function checkStridelens(python: string): Promise<StridelensInfo> {
-  const r = await run(python, ["-c", CHECK], 30_000);
-  if (r.code === 0) {
-    const line = r.stdout.trim().split(/\n/).pop() ?? "";
-    return JSON.parse(line) as StridelensInfo;
-  }
-  if (/ENOENT|not found|No such file/i.test(r.stderr) && !/ModuleNotFoundError/.test(r.stderr)) {
-    throw new Error(`Python interpreter not found: ${python}. Set "stridelens.interpreter" to a Python that has stridelens installed.`);
-  }
-  throw new Error(
-    `stridelens is not installed in ${python}. Install it with: ${pipCommand(python)}` +
-      (r.stderr ? `\n${r.stderr.trim().split("\n").slice(-3).join("\n")}` : ""),
-  );
+/** `python -m stridelens ARGS` through the launcher (the bundled copy on sys.path). */
+export function runStridelens(python: string, args: string[], timeoutMs = 60_000, resource?: vscode.Uri) {
+  return run(python, [launcher(), ...args], timeoutMs, undefined, stridelensEnv(resource));
 }
 
-export function pipCommand(python: string): string {
-  const q = /\s/.test(python) ? `"${python}"` : python;
-  return `${q} -m pip install stridelens`;
+/** Why an interpreter cannot run stridelens; `kind` picks what the notification offers. */
+export class InterpreterProblem extends Error {
+  constructor(message: string, readonly kind: "not-found" | "too-old" | "not-importable", readonly python: string) {
+    super(message);
+  }
+}
+
+export const TOO_OLD_EXIT = 3; // bundled/tool/launch.py: Python older than 3.10
+
+/** What the interpreter has; throws an InterpreterProblem whose message says how to fix it. */
+export async function checkStridelens(python: string, resource?: vscode.Uri): Promise<StridelensInfo> {
+  const r = await runStridelens(python, ["--info"], 30_000, resource);
+  const line = r.stdout.trim().split(/\n/).pop() ?? "";
+  if (r.code === 0) return JSON.parse(line) as StridelensInfo;
+  if (r.code === TOO_OLD_EXIT && /needs Python 3\.10/.test(r.stderr)) {
+    throw new InterpreterProblem(`stridelens: ${r.stderr.trim().split("\n").pop()!.replace(/^stridelens /, "")}. Select a Python 3.10 or newer.`, "too-old", python);
+  }
+  if (/ENOENT|not found|No such file|EACCES/i.test(r.stderr) && !line.startsWith("{")) {
+    throw new InterpreterProblem(`stridelens: no Python interpreter at ${python}. Select a Python 3.10 or newer (torch in it gives exact facts).`, "not-found", python);
+  }
+  let why = r.stderr.trim().split("\n").slice(-3).join("\n");
+  try {
+    why = (JSON.parse(line) as { error?: string }).error ?? why;
+  } catch {
+    /* not the launcher's JSON */
+  }
+  throw new InterpreterProblem(
+    `stridelens could not be started with ${python}` + (why ? `: ${why}` : "") +
+      (existsSync(join(extensionRoot, "bundled", "libs", "stridelens")) ? "" : " (this build of the extension carries no bundled stridelens: build it with `npm run package`)"),
+    "not-importable",
+    python,
+  );
 }
