@@ -76,6 +76,13 @@ class NotebookProgram:
         return changed
 
 
+def python_lines(cell_lines: list[str]) -> tuple[list[str], set[int]]:
+    """A cell's lines with IPython-only ones blanked (same count), and which were blanked."""
+    whole_cell_magic = "\n".join(cell_lines).lstrip().startswith("%%")
+    blanked = {i for i, line in enumerate(cell_lines) if whole_cell_magic or _IPYTHON_LINE.match(line)}
+    return ["" if i in blanked else line for i, line in enumerate(cell_lines)], blanked
+
+
 def read_notebook(path: str) -> NotebookProgram:
     """The notebook at `path` as a program; NotebookError (one line) when it cannot be."""
     try:
@@ -131,13 +138,9 @@ def _program(path: str, notebook: Any, text: str) -> NotebookProgram:
         entry = CellText(number, cell_lines)
         if number - 1 < len(positions):
             entry.json_line, entry.json_lines_per_line = positions[number - 1]
-        whole_cell_magic = source.lstrip().startswith("%%")
-        for inner, line in enumerate(cell_lines):
-            blank = whole_cell_magic or bool(_IPYTHON_LINE.match(line))
-            if blank:
-                entry.blanked.add(inner)
-            lines.append("" if blank else line)
-            line_map.append((len(cells), inner))
+        python, entry.blanked = python_lines(cell_lines)
+        lines.extend(python)
+        line_map.extend((len(cells), inner) for inner in range(len(cell_lines)))
         cells.append(entry)
     return NotebookProgram(path, notebook, cells, "\n".join(lines) + ("\n" if lines else ""), line_map)
 

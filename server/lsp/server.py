@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import unquote
 
 from lsprotocol import types
 
@@ -13,6 +14,7 @@ from stridelens.server.lsp import (
     inlay_hints,
     lifecycle,
     memtrace,
+    notebooks,
 )
 from stridelens.server.lsp.session import StridelensServer
 from stridelens.server.lsp.transport import StreamLost, stream_lost
@@ -50,25 +52,72 @@ def build_server() -> StridelensServer:
     def on_close(ls: StridelensServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.close(params.text_document.uri)
 
+    # ---- notebooks: the Python cells are one program (notebooks.py) ----------------
+    def open_notebook(ls: StridelensServer, uri: str) -> None:
+        notebook = ls.workspace.get_notebook_document(notebook_uri=uri)
+        if notebook is None:
+            return
+
+        def cell_text(cell_uri: str) -> tuple[str, str] | None:
+            doc = ls.workspace.text_documents.get(unquote(cell_uri))
+            return (doc.language_id or "python", doc.source) if doc is not None else None
+
+        program = ls.notebooks.program(notebook, cell_text)
+        (ls.change if uri in ls.docs else ls.open)(uri, program, notebook.version)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def on_notebook_open(ls: StridelensServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        open_notebook(ls, params.notebook_document.uri)
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def on_notebook_change(ls: StridelensServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        before = {s.uri for s in ls.notebooks.spans.get(params.notebook_document.uri, ())}
+        open_notebook(ls, params.notebook_document.uri)
+        after = {s.uri for s in ls.notebooks.spans.get(params.notebook_document.uri, ())}
+        for gone in before - after:  # a removed cell keeps no diagnostics
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=gone, diagnostics=[]))
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def on_notebook_close(ls: StridelensServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        spans = ls.notebooks.close(params.notebook_document.uri)
+        ls.close(params.notebook_document.uri)
+        for span in spans:
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=span.uri, diagnostics=[]))
+
+    def program_of(ls: StridelensServer, uri: str) -> tuple[str, notebooks.CellSpan | None]:
+        """The document a request on `uri` is answered on: itself, or a cell's notebook."""
+        located = ls.notebooks.locate(uri)
+        return located if located is not None else (uri, None)
+
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     async def on_hover(ls: StridelensServer, params: types.HoverParams) -> types.Hover | None:
-        found = await ls.snapshot_for(params.text_document.uri)
+        uri, cell = program_of(ls, params.text_document.uri)
+        offset = cell.first if cell is not None else 0
+        found = await ls.snapshot_for(uri)
         if found is None:
             return None
         lines, snap = found
         pos = params.position
-        return hover.hover(
-            snap.analysis, snap.exact, lines, ls.encoding, pos.line, pos.character, markdown=ls.hover_markdown()
+        answer = hover.hover(
+            snap.analysis, snap.exact, lines, ls.encoding, pos.line + offset, pos.character, markdown=ls.hover_markdown()
         )
+        if answer is not None and answer.range is not None and offset:
+            answer.range = notebooks.shift_range(answer.range, -offset)
+        return answer
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=code_actions.KINDS, resolve_provider=True),
     )
     async def on_code_action(ls: StridelensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-        state = ls.docs.get(params.text_document.uri)
+        uri, cell = program_of(ls, params.text_document.uri)
+        state = ls.docs.get(uri)
         if state is None:
             return []
+        if cell is not None:  # quick fixes only, as edits of the cell
+            program_params = notebooks.params_into_program(params, uri, cell)
+            found = code_actions.code_actions(state.uri, state.lines, ls.encoding, program_params, state.published_diagnostics)
+            return notebooks.actions_into_cell(found, uri, cell)
         actions = code_actions.code_actions(
             state.uri, state.lines, ls.encoding, params, state.published_diagnostics
         )
@@ -120,11 +169,16 @@ def build_server() -> StridelensServer:
 
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT, types.InlayHintOptions(resolve_provider=False))
     async def on_inlay_hint(ls: StridelensServer, params: types.InlayHintParams) -> list[types.InlayHint]:
-        found = await ls.snapshot_for(params.text_document.uri)
+        uri, cell = program_of(ls, params.text_document.uri)
+        found = await ls.snapshot_for(uri)
         if found is None:
             return []
         lines, snap = found
-        return inlay_hints.inlay_hints(snap.analysis, lines, ls.encoding, params.range, ls.settings.inlay_hints)
+        if cell is None:
+            return inlay_hints.inlay_hints(snap.analysis, lines, ls.encoding, params.range, ls.settings.inlay_hints)
+        wanted = notebooks.shift_range(params.range, cell.first)
+        hints = inlay_hints.inlay_hints(snap.analysis, lines, ls.encoding, wanted, ls.settings.inlay_hints)
+        return notebooks.hints_into_cell(hints, cell)
 
     @server.feature(explain_request.METHOD)
     async def on_explain(ls: StridelensServer, params: object) -> list[dict[str, object] | None]:

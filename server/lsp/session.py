@@ -23,7 +23,7 @@ from pygls.lsp.server import LanguageServer
 
 from stridelens import __version__
 from stridelens.server.analysis import Analysis, analyze_source
-from stridelens.server.lsp import diagnostics
+from stridelens.server.lsp import diagnostics, notebooks
 from stridelens.server.lsp.code_actions import MAX_FIX_PASSES
 from stridelens.server.lsp.configuration import Settings, merge_settings, project_settings
 from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
@@ -57,9 +57,11 @@ class StridelensServer(LanguageServer):
             "stridelens",
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            notebook_document_sync=notebooks.SYNC_OPTIONS,
             protocol_cls=StridelensProtocol,
         )
         self.docs: dict[str, DocState] = {}
+        self.notebooks = notebooks.Notebooks()
         self.worker = Worker()
         self.settings = Settings()
         self.base_settings = Settings()  # pyproject + initializationOptions
@@ -297,6 +299,14 @@ class StridelensServer(LanguageServer):
         state.published_diagnostics = diagnostics.to_diagnostics(
             findings, state.lines, self.encoding, self.settings, state.version
         )
+        if self.notebooks.is_notebook(state.uri):  # a notebook's program: each cell gets its own
+            for span in self.notebooks.spans[state.uri]:
+                self.text_document_publish_diagnostics(
+                    types.PublishDiagnosticsParams(
+                        uri=span.uri, diagnostics=notebooks.diagnostics_of_cell(span, state.published_diagnostics)
+                    )
+                )
+            return
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
                 uri=state.uri, version=state.version, diagnostics=state.published_diagnostics
