@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-from stridelens.inspector import explain_errors, reports
+from stridelens.inspector import explain_errors, rank_cli, reports
 from stridelens.inspector.probe import PIN_MIN_BYTES
 from stridelens.inspector.session import (
     Breakpoint,
@@ -34,6 +34,8 @@ examples:
   stridelens inspect --connect 127.0.0.1:5678 --memory --top 10 --format json
   stridelens inspect --pid 4242 --memory
   stridelens inspect --launch train.py --explain-errors
+  stridelens inspect --all-ranks --launch --break train.py:42 -- torchrun --nproc-per-node 2 train.py
+  stridelens inspect --all-ranks --pid 4242 --samples 3 --interval 2
 Script arguments for --launch go after `--`.
 """
 
@@ -45,7 +47,9 @@ def register(commands: Any) -> None:
                     "a frame's tensors grouped by storage, or all live tensors with named leaks.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     how = p.add_mutually_exclusive_group(required=True)
-    how.add_argument("--launch", metavar="SCRIPT", help="run SCRIPT under debugpy (args after --)")
+    how.add_argument("--launch", metavar="SCRIPT", nargs="?", const="",
+                     help="run SCRIPT under debugpy (args after --); with --all-ranks: the torchrun "
+                          "command after --")
     how.add_argument("--connect", metavar="HOST:PORT",
                      help="a process that called debugpy.listen() / runs python -m debugpy --listen")
     how.add_argument("--pid", type=int, help="inject debugpy into a running process (needs gdb)")
@@ -75,6 +79,14 @@ def register(commands: Any) -> None:
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --connect address (debugpy runs code for any client)")
     p.add_argument("--python", metavar="PATH", help="interpreter for --launch / the PID injector")
+    p.add_argument("--all-ranks", action="store_true",
+                   help="every rank of a torchrun job: --launch -- torchrun ..., or --pid of the agent or "
+                        "any worker; reports merged across ranks")
+    p.add_argument("--samples", type=int, default=1, metavar="N",
+                   help="with --all-ranks: read memory at N stops (the next hits of --break, or pauses "
+                        "--interval apart) to find a rank whose memory grows")
+    p.add_argument("--interval", type=float, default=1.0, metavar="S",
+                   help="with --all-ranks --pause: seconds between samples (default 1)")
     p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(handler=run, kill=False)  # store_false on --continue would default it to True
 
@@ -92,6 +104,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, err: Console) -> int:
+    if args.all_ranks:
+        return rank_cli.run_all_ranks(args, err)
+    if args.launch == "":
+        raise UsageError("--launch needs SCRIPT (or: --all-ranks --launch -- torchrun ...)")
+    if args.samples != 1:
+        raise UsageError("--samples needs --all-ranks")
     if args.explain_errors:
         return _run_explain(args, err)
     breaks = [Breakpoint.parse(b) for b in args.breaks]

@@ -135,6 +135,9 @@ def _forward(stream: IO[bytes], sink: IO[str]) -> None:
             sink.flush()
 
 
+_STATE_LOCK = threading.Lock()
+
+
 def _state_file() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "stridelens" / "pid-ports.json"
@@ -229,8 +232,10 @@ class Session:
         if out.returncode != 0:
             tail = (out.stderr or out.stdout).strip().splitlines()[-3:]
             raise InspectError(f"injecting debugpy into PID {pid} failed: {' / '.join(tail)}")
-        state[str(pid)] = {"port": port, "start": start}
-        self._save_state(state)
+        with _STATE_LOCK:  # --all-ranks injects into several ranks at once: re-read, then add
+            state = self._load_state()
+            state[str(pid)] = {"port": port, "start": start}
+            self._save_state(state)
         try:
             self.client = DapClient.connect("127.0.0.1", port, timeout=self.timeout)
         except DapTimeout as e:
@@ -313,6 +318,25 @@ class Session:
         if breakpoints and len(self.unverified) == len(breakpoints):
             bp, msg = self.unverified[0]
             raise InspectError(f"breakpoint {bp.path}:{bp.line} was not accepted by debugpy: {msg}")
+
+    def set_breakpoints_now(self, breakpoints: list[Breakpoint]) -> None:
+        """Set line breakpoints on a target that already runs under us (after `handshake`);
+        `finish` clears them. --all-ranks uses it to arm every rank at the same moment."""
+        by_file: dict[str, list[Breakpoint]] = {}
+        for bp in breakpoints:
+            by_file.setdefault(bp.path, []).append(bp)
+        try:
+            for path, bps in by_file.items():
+                self._c().request("setBreakpoints", {
+                    "source": {"path": path},
+                    "breakpoints": [{"line": b.line, **({"condition": b.condition} if b.condition else {})}
+                                    for b in bps],
+                }, timeout=self.timeout)
+        except DapError as e:
+            raise InspectError(f"debugpy refused setBreakpoints: {e.message}") from e
+        except DapClosed as e:
+            raise TargetGone(self._exit_message("while setting breakpoints")) from e
+        self.breakpoints = list(breakpoints)
 
     def _wait_initialized(self, c: DapClient, attach_seq: int) -> bool:
         """Wait for `initialized`; an early answer to attach is an error (e.g. another client
