@@ -180,3 +180,37 @@ def test_two_ranks_on_one_device(inspect_cli: Any) -> None:
     cuda = {(c["rank"], c["device"]): c for c in rep["cuda"]}
     assert set(cuda) == {(0, "cuda:0"), (1, "cuda:0")}
     assert all(c["tensor_bytes"] >= 4 << 20 and c["allocated"] >= 4 << 20 for c in cuda.values())
+
+
+# ---------------------------------------------------------------- device findings, on reports
+
+
+def _rank(rank: int, current: int, on: dict[str, int], names: dict[str, str]) -> dict[str, Any]:
+    """A rank as the merge sees it: what rank_probe said, and one memory sample (probe format)."""
+    devices = [{"device": d, "storages": 1, "tensors": 1, "bytes": b, "graph_only_bytes": 0, "allocated": b,
+                "reserved": 2 * b} for d, b in on.items()]
+    top = [{"storage_key": f"{d}@1", "device": d, "bytes": b, "tensors": 1, "names": [names[d]], "unnamed": 0,
+            "used_bytes": b, "saved_by_graph": False} for d, b in on.items()]
+    return {"rank": rank, "local_rank": rank, "reported": True,
+            "info": {"cuda": {"current_device": current, "device_count": 2}, "local_world_size": 2},
+            "samples": [{"devices": devices, "top": top, "findings": [], "tensor_count": len(on)}]}
+
+
+def test_device_findings_name_the_rank_and_the_cause() -> None:
+    """Rank 1 never called set_device (its current device is cuda:0): named, with rank 0's device.
+    Both ranks set their device but hold a copy on cuda:0: the torch.load pattern, said as such."""
+    from stridelens.inspector.rank_findings import merge
+
+    same = [_rank(0, 0, {"cuda:0": 4 << 20}, {"cuda:0": "w"}), _rank(1, 0, {"cuda:0": 4 << 20}, {"cuda:0": "w"})]
+    (f,) = merge(same, top_len=64, how="")["findings"]
+    assert f["kind"] == "missing_set_device" and f["ranks"] == [1]
+    assert f["message"].startswith("rank 1 (LOCAL_RANK 1) holds 4.0 MiB on cuda:0, rank 0's device: w")
+
+    loaded = [_rank(0, 0, {"cuda:0": 8 << 20}, {"cuda:0": "state['w']"}),
+              _rank(1, 1, {"cuda:0": 8 << 20, "cuda:1": 1 << 20}, {"cuda:0": "state['w']", "cuda:1": "model.w"})]
+    m = merge(loaded, top_len=64, how="")
+    (f,) = m["findings"]
+    assert f["kind"] == "every_rank_on_cuda0" and f["ranks"] == [1]
+    assert "rank 1: 8.0 MiB: state['w']" in f["message"] and "torch.load without map_location" in f["message"]
+    assert {(c["rank"], c["device"]) for c in m["cuda"]} == {(0, "cuda:0"), (1, "cuda:0"), (1, "cuda:1")}
+    assert [d["holder"] for d in m["differences"]] == ["model.w"]  # state is the same on both ranks
