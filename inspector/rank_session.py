@@ -164,7 +164,9 @@ class Ranks:
                     if "no breakpoint was hit" not in str(e):
                         raise
                     if time.monotonic() >= deadline - 0.05:
-                        raise InspectError(f"did not reach the breakpoint within {self.timeout:g} s") from e
+                        # Which collective it waits in is what torch's Flight Recorder records.
+                        raise InspectError(f"did not reach the breakpoint within {self.timeout:g} s "
+                                           "(still running, or blocked in a collective)") from e
                     return
                 with self._lock:
                     stopped.append(r)
