@@ -426,13 +426,7 @@ class Session:
         return True
 
     def _exit_message(self, when: str) -> str:
-        code = None
-        for ev in self._c().events():
-            if ev.get("event") == "exited":
-                code = (ev.get("body") or {}).get("exitCode")
-        if self.proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                code = self.proc.wait(timeout=2.0)
+        code = self._reported_exit_code(wait_s=2.0)
         return f"the target exited{'' if code is None else f' (exit code {code})'} {when}"
 
     # ------------------------------------------------------------------ evaluate and the probe
@@ -540,14 +534,19 @@ class Session:
         return None
 
     def _exit_code(self) -> int:
+        code = self._reported_exit_code(wait_s=5.0)
+        return -1 if code is None else int(code)
+
+    def _reported_exit_code(self, wait_s: float) -> int | None:
+        """The exit code debugpy reported, or the launched process's own (waited for)."""
         code = None
         for ev in self._c().events():
             if ev.get("event") == "exited":
                 code = (ev.get("body") or {}).get("exitCode")
         if self.proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                code = self.proc.wait(timeout=5.0)
-        return -1 if code is None else int(code)
+                code = self.proc.wait(timeout=wait_s)
+        return code
 
     def stack(self, levels: int = 64) -> list[dict[str, Any]]:
         """The stopped thread's frames, innermost first; `user` marks frames outside libraries."""
