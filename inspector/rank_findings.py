@@ -195,7 +195,7 @@ def growth_findings(ranks: list[dict[str, Any]], how: str) -> tuple[list[dict[st
         # A container's graphs are named only from two graphs on: not "grown" from nothing.
         grew = sorted(((h1[k]["bytes"] - h0.get(k, {"bytes": 0})["bytes"], h1[k]["holder"]) for k in h1
                        if k in h0 or h1[k]["kind"] != "graphs kept"), reverse=True)
-        top = [f"{name} +{human_bytes(d)}" for d, name in grew[:3] if d > 0]
+        top = [f"{name} +{human_bytes(d)}" for d, name in grew[:3] if d >= 0.05 * grow[r["rank"]]]
         if flat:
             spread = max(abs(v) for v in flat.values())
             kind, others = "rank_memory_grows", (f" while {_ranks_text(sorted(flat))} stayed flat "
