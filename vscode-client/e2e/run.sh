@@ -1,17 +1,44 @@
 #!/usr/bin/env bash
-# End-to-end: package the extension, install it into code-server 4.100.3, and drive the
-# scenario (static hover, SL101 quick fix, fallback debugger + runtime facts + memory panel,
-# a Python without stridelens, attach by host:port to a running debugpy.listen() process)
-# in Debian's chromium. Everything installed is cached under vscode-client/.e2e/; screenshots
-# land in vscode-client/e2e-artifacts/. Leaves no process behind.
+# End-to-end: package the extension (with stridelens bundled), install it into code-server
+# 4.100.3, and drive the scenario (static hover, SL101 quick fix, fallback debugger + runtime
+# facts + memory panel, a Python without torch and a missing one, attach by host:port to a
+# running debugpy.listen() process) in Debian's chromium. The interpreter has torch and debugpy
+# but not stridelens: the .vsix's bundled copy serves it. Everything installed is cached under
+# vscode-client/.e2e/; screenshots land in vscode-client/e2e-artifacts/. Leaves no process behind.
 set -euo pipefail
 CLIENT="$(cd "$(dirname "$0")/.." && pwd)"
 REPO="$(cd "$CLIENT/.." && pwd)"
-PYTHON="${STRIDELENS_PYTHON:-$REPO/.venv/bin/python}"
+# Builds the bundle (pip wheel + pip install --target): the repository's venv (make venv).
+BUILD_PYTHON="${STRIDELENS_BUILD_PYTHON:-$REPO/.venv/bin/python}"
 ARTIFACTS="$CLIENT/e2e-artifacts"
 start=$(date +%s)
 
 bash "$CLIENT/e2e/install.sh"
+
+# The user's interpreter: torch (the pin on local disk: any other spec downloads GBs) and
+# debugpy, no stridelens. Cached, keyed on the pin; made (once) in the background while npm
+# and the packaging run. pip compiles the bytecode (about 40 s of the 70 s it took here):
+# without it every import of torch compiles torch again where PYTHONDONTWRITEBYTECODE is set
+# (an explain took 41 s instead of 12).
+TORCH_PIN=2.13.0
+VENV="$CLIENT/.e2e/py-torch-$TORCH_PIN"
+PYTHON="${STRIDELENS_E2E_PYTHON:-$VENV/bin/python}"
+VENV_PID=""
+if [ -z "${STRIDELENS_E2E_PYTHON:-}" ] && [ ! -e "$VENV/.complete" ]; then
+  echo "e2e: creating a venv with torch==$TORCH_PIN and debugpy (once, in the background)"
+  mkdir -p "$CLIENT/.e2e"
+  (
+    t_venv=$(date +%s)
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$TORCH_PIN" debugpy
+    touch "$VENV/.complete"
+    echo "venv ready in $(( $(date +%s) - t_venv )) s"
+  ) >"$CLIENT/.e2e/venv.log" 2>&1 &
+  VENV_PID=$!
+  trap 'pkill -TERM -P "$VENV_PID" 2>/dev/null; kill "$VENV_PID" 2>/dev/null || true' EXIT INT TERM  # pip, then the subshell
+fi
+
 cd "$CLIENT"
 lock_hash=$(sha1sum package-lock.json | cut -c1-40)
 if [ "$(cat node_modules/.lock-hash 2>/dev/null)" != "$lock_hash" ]; then
@@ -21,9 +48,18 @@ if [ "$(cat node_modules/.lock-hash 2>/dev/null)" != "$lock_hash" ]; then
 fi
 npm test >"$CLIENT/.e2e/unit.log" 2>&1 || { cat "$CLIENT/.e2e/unit.log"; echo "e2e: unit tests FAILED"; exit 1; }
 echo "e2e: unit tests $(grep -E '^# (pass|fail)' "$CLIENT/.e2e/unit.log" | tr '\n' ' ')"
-npm run -s package >/dev/null
-echo "e2e: packaged $(du -k stridelens.vsix | cut -f1) KiB"
-"$PYTHON" -c "import stridelens, debugpy" || { echo "e2e: $PYTHON lacks stridelens/debugpy (make venv)"; exit 1; }
+PYTHON="$BUILD_PYTHON" npm run -s package >"$CLIENT/.e2e/package.log" 2>&1 || { cat "$CLIENT/.e2e/package.log"; echo "e2e: packaging FAILED"; exit 1; }
+grep '^bundle:' "$CLIENT/.e2e/package.log" || true
+vsix_kib=$(du -k stridelens.vsix | cut -f1)
+echo "e2e: packaged stridelens.vsix, $vsix_kib KiB"
+[ "$vsix_kib" -lt 5120 ] || { echo "e2e: the .vsix is over 5 MiB"; exit 1; }
+
+if [ -n "$VENV_PID" ]; then
+  wait "$VENV_PID" || { cat "$CLIENT/.e2e/venv.log"; echo "e2e: venv install FAILED"; exit 1; }
+  echo "e2e: $(tail -1 "$CLIENT/.e2e/venv.log")"
+fi
+"$PYTHON" -W ignore -c "import torch, debugpy" || { echo "e2e: $PYTHON lacks torch/debugpy"; exit 1; }
+if "$PYTHON" -c "import stridelens" 2>/dev/null; then echo "e2e: $PYTHON has stridelens: the bundled copy would not be tested"; exit 1; fi
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/stridelens-e2e.XXXXXX")"
 CS_PID=""
@@ -44,6 +80,7 @@ WS="$TMP/ws"
 mkdir -p "$WS/.vscode" "$TMP/xdg/config" "$TMP/xdg/data" "$TMP/xdg/cache" "$TMP/xdg/state" "$TMP/tmp" "$TMP/user/User"
 cp -r "$REPO/examples" "$WS/examples"
 cp "$CLIENT/e2e/attach_target.py" "$WS/attach_target.py"   # step 5's debuggee (there before quick open indexes)
+cp "$CLIENT/e2e/plain_target.py" "$WS/plain_target.py"     # step 4's debuggee: no torch
 cat > "$WS/.vscode/settings.json" <<JSON
 { "stridelens.interpreter": "$PYTHON" }
 JSON
@@ -78,9 +115,9 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 echo "e2e: code-server on 127.0.0.1:$PORT"
-# A Python without stridelens, for the "not installed" step.
+# Step 4: a Python with neither torch nor debugpy (nor stridelens), and one that does not exist.
 python3 -m venv --without-pip "$TMP/bare" 2>/dev/null || "$PYTHON" -m venv --without-pip "$TMP/bare"
-export E2E_BARE_PYTHON="$TMP/bare/bin/python"
+export E2E_BARE_PYTHON="$TMP/bare/bin/python" E2E_MISSING_PYTHON="$TMP/no-such-env/bin/python"
 # Step 5 runs an attach target with the venv's Python; its process group id goes to the pidfile.
 export E2E_PYTHON="$PYTHON" E2E_TARGET_PIDFILE="$TMP/attach-target.pid"
 rm -rf "$ARTIFACTS"
