@@ -16,7 +16,7 @@ from typing import Any
 
 from rich.console import Console
 
-from stridelens.inspector import explain_errors, rank_cli, reports
+from stridelens.inspector import explain_errors, grad_reports, rank_cli, reports
 from stridelens.inspector.probe import PIN_MIN_BYTES
 from stridelens.inspector.session import (
     Breakpoint,
@@ -69,6 +69,7 @@ def register(commands: Any) -> None:
                    help="with --launch: record in-place ops on tensors autograd saved; when backward "
                         "raises 'modified by an inplace operation', name the op that saved the tensor "
                         "and the in-place op that changed it, with their lines (slows every op)")
+    grad_reports.add_arguments(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
     after = p.add_mutually_exclusive_group()
     after.add_argument("--continue", dest="kill", action="store_false",
@@ -120,7 +121,7 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         raise UsageError("--top must be >= 0")
     if args.script_args and not args.launch:
         raise UsageError(f"unexpected arguments: {' '.join(args.script_args)}")
-    if not (args.expr or args.frame or args.memory):
+    if not (args.expr or args.frame or args.memory or grad_reports.requested(args)):
         args.frame = True
     out = Console(width=None if sys.stdout.isatty() else 132, soft_wrap=False)
 
@@ -163,12 +164,14 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         if args.memory:
             s.progress("walking live tensors")
             report["memory"] = s.process_report(args.top, args.min_pin_bytes)
+        failed = grad_reports.collect(s, args, report) or failed
         if status is not None:
             status.stop()
         if args.format == "json":
             print(reports.render_json(report), flush=True)
         else:
             reports.print_text(report, out)
+            grad_reports.print_text(report, out)
         s.finish(kill=args.kill)
         if args.launch and not args.kill:
             s.wait_target(timeout=None)  # type: ignore[arg-type]
@@ -179,7 +182,8 @@ def _run_explain(args: argparse.Namespace, err: Console) -> int:
     if not args.launch:
         raise UsageError("--explain-errors needs --launch SCRIPT (recording starts before its first line)")
     given = [flag for flag, on in (("--break", args.breaks), ("--pause", args.pause), ("--expr", args.expr),
-                                   ("--frame", args.frame), ("--memory", args.memory), ("--stats", args.stats))
+                                   ("--frame", args.frame), ("--memory", args.memory), ("--stats", args.stats),
+                                   ("--grads", args.grads), ("--graph", args.graph))
              if on]
     if given:
         raise UsageError(f"--explain-errors stops at the error by itself; drop {', '.join(given)}")

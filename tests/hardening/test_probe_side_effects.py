@@ -1,8 +1,9 @@
 """The probe, injected through a real debugpy session, changes nothing in the debuggee.
 
-For every report kind (describe of each tensor, frame, memory) the target's own `snapshot()`
-is compared before the probe is injected and after all reports: every tensor's `_version`,
-data checksum, requires_grad and grad (present, checksum, version); the number of live tensors;
+For every report kind (describe of each tensor, frame, memory, and the gradient probe's --grads
+and --graph) the target's own `snapshot()` is compared before the probe is injected and after
+all reports: every tensor's `_version`, data checksum, requires_grad and grad (present,
+checksum, version); the number of live tensors;
 the warnings shown (the target records every warning, filter "always"); `torch.is_grad_enabled()`;
 no `__warningregistry__`; and on CUDA `torch.cuda.memory_allocated()` to the byte.
 
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 import torch
 
+from stridelens.inspector import grads_probe
 from stridelens.inspector.session import Session
 from tests.inspector.conftest import free_port
 
@@ -51,8 +53,11 @@ TARGET = """
     head = big[:3]
     del big
     model = torch.nn.Linear(4, 2).to(dev)
+    net = torch.nn.Linear(6, 3).to(dev)
+    net(x).square().sum().backward()    # net.weight.grad exists: --grads reads it
     losses = [(w * i).sum() for i in range(3)]
-    NAMES = ["w", "x", "h", "loss", "r", "v", "d", "head", "model.weight", "model.bias"]
+    NAMES = ["w", "x", "h", "loss", "r", "v", "d", "head", "model.weight", "model.bias",
+             "net.weight", "net.bias"]
 
     BEFORE = set()  # ids of the tensor objects seen by the first snapshot
     NEW = []
@@ -120,10 +125,15 @@ def run_all_reports(target: Any, tmp_path: Path, device: str) -> tuple[dict[str,
             assert s.describe(expr)["shape"] is not None
         frame = s.frame_report()
         memory = s.process_report(top=20, min_pin_bytes=1000)
+        s.inject(grads_probe.__file__, grads_probe.PRIVATE_NAME, grads_probe.FILENAME)
+        grads = s.call_probe("grads_json(globals(), locals())", module=grads_probe.PRIVATE_NAME)
+        tree = s.call_probe("graph_tree_json('loss', globals(), locals())", module=grads_probe.PRIVATE_NAME)
         after = json.loads(s.evaluate("snapshot()"))
         new_objects = json.loads(s.evaluate("track_new()"))
         s.finish()
     assert frame["groups"] and memory["tensor_count"] >= len(EXPRESSIONS)
+    assert {r["name"]: r["grad_norm"] for r in grads["params"]}["net.weight"] > 0
+    assert tree["nodes"][0]["op"] == "SumBackward0"
     kinds = {f["kind"] for f in memory["findings"]}
     assert {"graph_kept_alive", "view_pins_storage"} <= kinds, kinds  # the reports did their job
     (tmp_path / "release").write_text("1")

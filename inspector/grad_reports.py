@@ -1,0 +1,361 @@
+"""`inspect --grads` and `inspect --graph EXPR`: the flags, the calls into the gradient probe
+(`grads_probe.py`, run in the debuggee) and the reports built from its answers.
+
+Gradient health (`--grads`): one row per named parameter of the frame's modules. Layers (the
+module that owns a parameter) are compared with their neighbour in module order, layer by
+layer, with one rule (`COLLAPSE`, `EXPLODE`):
+
+    for each pair of adjacent layers (a, b) of one model whose gradients are finite and not
+    all zero, r = |grad a| / |grad b| (|grad| of a layer: the L2 norm over its parameters);
+    r < 1e-3: gradients collapse at a; r > 1e3: they explode at a.
+
+Module order is taken as forward order, so b is the layer backward reaches a from: the layer
+named is the first one (walking back from the loss) whose gradient is a thousandth (or a
+thousand times) of what flows into it. Parameters without a gradient, NaN/Inf gradients and
+all-zero gradients are findings of their own and left out of the comparison.
+
+The graph tree (`--graph EXPR`): the grad_fn DAG behind the tensor, one node per line. A node
+with one child continues on the next line at the same indent (a chain); chains longer than
+`FOLD_OVER` fold into one "… N more" line; a node reached twice is printed once with a label
+(`[3]`) and referenced (`→ [3]`) where it is reached again; AccumulateGrad leaves (and the
+`TBackward0` in front of a weight) are written after their consumer as `← name`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+from collections import Counter
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from stridelens.inspector import grads_probe
+from stridelens.server.units import human_bytes, plural
+
+COLLAPSE = 1e-3  # |grad layer| / |grad next layer| below this: gradients collapse there
+EXPLODE = 1e3  # ... above this: they explode there
+FOLD_OVER = 10  # chains longer than this fold
+FOLD_KEEP = (4, 3)  # nodes shown before and after the fold
+SAVED_SHOWN = 4  # saved tensors listed per node
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grads", action="store_true",
+                   help="gradient health of the frame's nn.Modules: per parameter grad norm, grad/weight "
+                        "ratio, NaN/Inf, zeros, missing grads; names the layer where norms collapse or "
+                        "explode (reads gradient values)")
+    p.add_argument("--graph", action="append", default=[], metavar="EXPR",
+                   help="the autograd graph behind the tensor EXPR as a tree: ops, saved tensors and "
+                        "their bytes, leaf parameters by name (repeatable)")
+
+
+def requested(args: argparse.Namespace) -> bool:
+    return bool(args.grads or args.graph)
+
+
+def _call(s: Any, call: str) -> Any:
+    return s.call_probe(call, module=grads_probe.PRIVATE_NAME)
+
+
+def collect(s: Any, args: argparse.Namespace, report: dict[str, Any]) -> bool:
+    """Add `grads` / `graphs` to the report (the probe is already injected); True if one failed."""
+    from stridelens.inspector.session import InspectError, TargetGone
+
+    if not requested(args):
+        return False
+    s.inject(grads_probe.__file__, grads_probe.PRIVATE_NAME, grads_probe.FILENAME)
+    failed = False
+    if args.grads:
+        s.progress("reading gradients")
+        report["grads"] = analyze(_call(s, "grads_json(globals(), locals())"))
+    if args.graph:
+        report["graphs"] = []
+        for expr in args.graph:
+            try:
+                report["graphs"].append(tree_summary(_call(s, f"graph_tree_json({expr!r}, globals(), locals())")))
+            except TargetGone:
+                raise
+            except InspectError as e:
+                failed = True
+                report["graphs"].append({"expr": expr, "error": str(e)})
+    return failed
+
+
+# ---------------------------------------------------------------- --grads: analysis
+
+
+def _layer_status(params: list[dict[str, Any]]) -> str:
+    if any((r["nan"] or 0) + (r["inf"] or 0) for r in params):
+        return "nonfinite"
+    with_grad = [r for r in params if r["grad"]]
+    if not with_grad:
+        return "frozen" if all(not r["requires_grad"] for r in params) else "no_grad"
+    if all(r["zeros"] == r["numel"] for r in with_grad if r["zeros"] is not None) and \
+            all(r["zeros"] is not None for r in with_grad):
+        return "zero"
+    return "ok"
+
+
+def analyze(g: dict[str, Any]) -> dict[str, Any]:
+    """Ranks, layers and findings from the probe's rows (kept in module order)."""
+    rows: list[dict[str, Any]] = g["params"]
+    ranked = sorted((r for r in rows if r["grad_norm"] is not None), key=lambda r: -r["grad_norm"])
+    for r in rows:
+        r["rank"] = None
+    for k, r in enumerate(ranked, 1):
+        r["rank"] = k
+    by_layer: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_layer.setdefault(r["layer"], []).append(r)
+    layers = []
+    for name, ps in by_layer.items():
+        norms = [r["grad_norm"] for r in ps if r["grad_norm"] is not None]
+        layers.append({"layer": name, "model": ps[0]["model"], "params": [r["name"] for r in ps],
+                       "grad_norm": math.sqrt(sum(n * n for n in norms)) if norms else None,
+                       "status": _layer_status(ps), "ratio_to_next": None, "finding": None})
+    findings: list[dict[str, Any]] = []
+    for model in g["models"]:
+        chain = [L for L in layers if L["model"] == model and L["status"] in ("ok", "zero")
+                 and L["grad_norm"] is not None]
+        for a, b in itertools.pairwise(chain):
+            if not b["grad_norm"]:
+                continue  # nothing flows in to compare with
+            r = a["grad_norm"] / b["grad_norm"]
+            a["ratio_to_next"] = r
+            kind = "collapse" if r < COLLAPSE else "explode" if r > EXPLODE else None
+            if kind:
+                a["finding"] = kind
+                findings.append({
+                    "kind": kind, "layer": a["layer"], "next_layer": b["layer"], "ratio": r,
+                    "message": f"gradients {kind} at {a['layer']}: grad norm {a['grad_norm']:.3g} is "
+                               f"{r:.3g} × that of the next layer {b['layer']} ({b['grad_norm']:.3g}); "
+                               f"rule: ratio {'<' if kind == 'collapse' else '>'} "
+                               f"{COLLAPSE if kind == 'collapse' else EXPLODE:g}"})
+        bad = [r for r in rows if r["model"] == model and (r["nan"] or 0) + (r["inf"] or 0)]
+        if bad:
+            nearest = bad[-1]
+            findings.append({
+                "kind": "nonfinite", "layer": nearest["layer"], "params": [r["name"] for r in bad],
+                "message": f"NaN/Inf gradients in {plural(len(bad), 'parameter')}: "
+                           + ", ".join(f"{r['name']} ({r['nan']} NaN, {r['inf']} Inf)" for r in bad[:6])
+                           + (" …" if len(bad) > 6 else "")
+                           + f"; nearest the loss (last in module order): {nearest['name']}"})
+    zero = [L["layer"] for L in layers if L["status"] == "zero"]
+    if zero:
+        findings.append({"kind": "zero", "layer": zero[0], "layers": zero,
+                         "message": f"every gradient entry is exactly 0 in {', '.join(zero[:6])}"
+                                    f"{' …' if len(zero) > 6 else ''} (saturated or dead activations, a "
+                                    "masked branch, or zero_grad() after backward)"})
+    missing = [r for r in rows if not r["grad"] and r["requires_grad"]]
+    for reason, text in (("not_in_graph", "not in the graph of {graphs}: its output was detached, or it was "
+                                          "not used in the forward"),
+                         ("in_graph", "in the graph of {graphs} but has no grad: backward has not run through "
+                                      "it yet, or zero_grad() set it to None"),
+                         ("no_graph", "never reached by backward: a broken graph (detach, .data, no_grad), "
+                                      "unused in the forward, or backward not run yet")):
+        mine = [r for r in missing if r["none_reason"] == reason]
+        if mine:
+            graphs = ", ".join(f"`{n}`" for n in (mine[0]["graphs"] or g["graph_roots"])[:3]) or "the frame"
+            findings.append({"kind": "no_grad", "reason": reason, "params": [r["name"] for r in mine],
+                             "layer": mine[0]["layer"],
+                             "message": f"grad is None for {plural(len(mine), 'parameter')} "
+                                        f"({', '.join(r['name'] for r in mine[:6])}{' …' if len(mine) > 6 else ''}): "
+                                        + text.format(graphs=graphs)})
+    frozen = [r for r in rows if not r["requires_grad"]]
+    finite = [L for L in layers if L["status"] == "ok" and L["grad_norm"]]
+    span = None
+    if len(finite) >= 2:
+        lo = min(finite, key=lambda L: L["grad_norm"])
+        hi = max(finite, key=lambda L: L["grad_norm"])
+        span = {"smallest": lo["layer"], "smallest_norm": lo["grad_norm"], "largest": hi["layer"],
+                "largest_norm": hi["grad_norm"], "decades": math.log10(hi["grad_norm"] / lo["grad_norm"])}
+    return {**g, "layers": layers, "findings": findings, "frozen": len(frozen), "span": span,
+            "rule": {"collapse_below": COLLAPSE, "explode_above": EXPLODE,
+                     "compared_with": "the next layer in module order"}}
+
+
+# ---------------------------------------------------------------- --graph: summary
+
+
+def tree_summary(t: dict[str, Any]) -> dict[str, Any]:
+    nodes = t["nodes"]
+    saved = [s for n in nodes for s in n["saved"]]
+    t["saved_tensors"] = len(saved)
+    t["saved_storages"] = sum(1 for s in saved if s["counted"])
+    t["saved_bytes"] = sum(s["storage_bytes"] for s in saved if s["counted"])
+    t["leaves"] = sum(1 for n in nodes if n["leaf"] is not None)
+    return t
+
+
+# ---------------------------------------------------------------- text
+
+
+def _shape(v: list[int] | None) -> str:
+    if v is None:
+        return "?"
+    return "(" + ", ".join(map(str, v)) + ("," if len(v) == 1 else "") + ")"
+
+
+def _num(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3g}"
+
+
+_NONE_TEXT = {"frozen": "frozen", "in_graph": "None (in graph, not reached yet)",
+              "not_in_graph": "None (not in the graph)", "no_graph": "None (never reached)"}
+
+
+def grads_group(r: dict[str, Any]) -> Group:
+    t = Table(title="Gradient health (module order; # ranks the grad norms, 1 = largest)",
+              box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("#", "parameter", "shape", "grad norm", "grad/weight", "NaN", "Inf", "zeros", "grad"):
+        t.add_column(col, justify="right" if col in ("#", "grad norm", "grad/weight", "NaN", "Inf", "zeros")
+                     else "left", no_wrap=col in ("parameter", "shape"))
+    flagged = {f["layer"]: f["kind"] for f in r["findings"] if f["kind"] in ("collapse", "explode")}
+    for p in r["params"]:
+        bad = (p["nan"] or 0) + (p["inf"] or 0)
+        if not p["grad"]:
+            state = Text(_NONE_TEXT.get(p["none_reason"] or "", "None"), style="dim" if
+                         p["none_reason"] == "frozen" else "yellow")
+        elif bad:
+            state = Text("NaN/Inf", style="bold red")
+        elif p["layer"] in flagged:
+            state = Text(f"{flagged[p['layer']]}s here", style="bold red")
+        else:
+            state = Text("ok", style="green")
+        t.add_row(str(p["rank"] or ""), Text(p["name"], style="bold"), _shape(p["shape"]),
+                  _num(p["grad_norm"]) if not bad else Text("NaN" if p["nan"] else "Inf", style="red"),
+                  _num(p["ratio"]),
+                  "" if p["nan"] is None else str(p["nan"]), "" if p["inf"] is None else str(p["inf"]),
+                  "" if p["zero_fraction"] is None else f"{100 * p['zero_fraction']:.1f}%", state)
+    parts: list[Any] = [t]
+    if r["findings"]:
+        parts.append(Text("Findings", style="bold"))
+        for f in r["findings"]:
+            parts.append(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), ": ", f["message"]))
+    elif r["params"]:
+        parts.append(Text("No collapse, explosion, NaN/Inf or missing gradient found.", style="green"))
+    sp = r.get("span")
+    span = (f"; layer grad norms span {sp['decades']:.1f} decades ({sp['smallest']} {sp['smallest_norm']:.3g} … "
+            f"{sp['largest']} {sp['largest_norm']:.3g})") if sp else ""
+    models = ", ".join(r["models"]) or "none"
+    parts.append(Text(f"{plural(len(r['params']), 'parameter')} in {plural(len(r['layers']), 'layer')} of "
+                      f"{plural(len(r['models']), 'module')} ({models}); {r['frozen']} frozen{span}", style="dim"))
+    if not r["params"]:
+        parts.insert(0, Text("No nn.Module with parameters in this frame or its globals.", style="yellow"))
+    return Group(*parts)
+
+
+def _saved_text(n: dict[str, Any]) -> str:
+    items = []
+    for s in n["saved"][:SAVED_SHOWN]:
+        what = f"{s['name'] or '?'} {_shape(s['shape'])}"
+        what += f" {human_bytes(s['storage_bytes'])}" if s["counted"] else " (storage counted above)"
+        items.append(what)
+    more = len(n["saved"]) - SAVED_SHOWN
+    return "saves " + ", ".join(items) + (f", +{more} more" if more > 0 else "") if items else ""
+
+
+def graph_lines(t: dict[str, Any]) -> list[Text]:
+    nodes: list[dict[str, Any]] = t["nodes"]
+    indeg: Counter[int] = Counter(c for n in nodes for c in n["next"] if c is not None)
+
+    def leaf_text(i: int) -> str | None:
+        """A child written after its consumer: an AccumulateGrad, or one op in front of one."""
+        n = nodes[i]
+        if n["leaf"] is not None:
+            return n["leaf"]["name"] or f"unnamed leaf {_shape(n['leaf']['shape'])}"
+        kids = [c for c in n["next"] if c is not None]
+        if len(kids) == 1 and not n["saved"] and indeg[i] == 1 and nodes[kids[0]]["leaf"] is not None:
+            inner = leaf_text(kids[0])
+            return f"{inner} (via {n['op']})"
+        return None
+
+    labels: dict[int, int] = {}
+    printed: set[int] = set()
+
+    def head(i: int) -> Text:
+        n = nodes[i]
+        txt = Text()
+        if indeg[i] > 1:
+            labels.setdefault(i, len(labels) + 1)
+            txt.append(f"[{labels[i]}] ", style="cyan")
+        txt.append(n["op"], style="bold")
+        sv = _saved_text(n)
+        if sv:
+            txt.append("  " + sv)
+        leaves = [x for x in (leaf_text(c) for c in n["next"] if c is not None) if x]
+        if leaves:
+            txt.append("  ← " + ", ".join(leaves), style="green")
+        return txt
+
+    def heavy(i: int) -> list[int]:
+        return [c for c in nodes[i]["next"] if c is not None and leaf_text(c) is None]
+
+    out: list[Text] = []
+    # work items: (node, prefix of its first line, prefix of the lines after it)
+    work: list[tuple[int, str, str]] = [(0, "", "")] if nodes else []
+    while work:
+        i, first, rest = work.pop()
+        if i in printed:
+            labels.setdefault(i, len(labels) + 1)
+            out.append(Text(first) + Text(f"→ [{labels[i]}] {nodes[i]['op']} (shown above)", style="cyan"))
+            continue
+        chain = [i]
+        while True:
+            kids = heavy(chain[-1])
+            if len(kids) == 1 and indeg[kids[0]] == 1 and kids[0] not in printed:
+                chain.append(kids[0])
+                continue
+            break
+        printed.update(chain)
+        shown: list[int | None] = list(chain)
+        if len(chain) > FOLD_OVER:
+            a, b = FOLD_KEEP
+            shown = [*chain[:a], None, *chain[-b:]]
+        hidden = chain[FOLD_KEEP[0]:-FOLD_KEEP[1]] if len(chain) > FOLD_OVER else []
+        for k, j in enumerate(shown):
+            prefix = first if k == 0 else rest
+            if j is None:
+                ops = Counter(nodes[h]["op"] for h in hidden)
+                saved = sum(s["storage_bytes"] for h in hidden for s in nodes[h]["saved"] if s["counted"])
+                out.append(Text(prefix) + Text(
+                    f"… {len(hidden)} more: " + ", ".join(f"{op} ×{c}" for op, c in ops.most_common(4))
+                    + (" …" if len(ops) > 4 else "") + f"; saving {human_bytes(saved)}", style="dim"))
+            else:
+                out.append(Text(prefix) + head(j))
+        kids = heavy(chain[-1])
+        for k in reversed(range(len(kids))):
+            last = k == len(kids) - 1
+            work.append((kids[k], rest + ("└─ " if last else "├─ "), rest + ("   " if last else "│  ")))
+    return out
+
+
+def graph_group(t: dict[str, Any]) -> Group:
+    if "error" in t:
+        return Group(Text(f"--graph {t['expr']}: {t['error']}", style="red"))
+    w = t["walk"]
+    title = Text.assemble(("Autograd graph of ", "bold"), (t["expr"], "bold cyan"),
+                          (f"  {_shape(t['shape'])}", "dim"))
+    parts: list[Any] = [title, *graph_lines(t)]
+    if t["truncated"]:
+        parts.append(Text(f"(only the first {len(t['nodes']):,} nodes are shown)", style="yellow"))
+    for p in t["problems"]:
+        parts.append(Text(f"note: {p}", style="yellow"))
+    parts.append(Text(
+        f"{plural(len(t['nodes']) - t['leaves'], 'node')}, {plural(t['leaves'], 'leaf', 'leaves')}; "
+        f"{plural(t['saved_tensors'], 'saved tensor')} in {plural(t['saved_storages'], 'storage')}: "
+        f"{human_bytes(t['saved_bytes'])} ({t['saved_bytes']:,} B, each storage counted once; the probe's "
+        f"walk: {w['saved_bytes']:,} B)", style="dim"))
+    return Group(*parts)
+
+
+def print_text(report: dict[str, Any], console: Console) -> None:
+    if "grads" in report:
+        console.print(grads_group(report["grads"]))
+    for t in report.get("graphs", []):
+        console.print(graph_group(t))
