@@ -26,8 +26,8 @@ def _where(stop: dict[str, Any] | None) -> str:
 
 
 def _common_stop(report: dict[str, Any]) -> str | None:
-    wheres = {_where(r["stop"]) for r in report["ranks"] if r["stop"]}
-    return wheres.pop() if len(wheres) == 1 else None
+    wheres = {_where(r["stop"]) for r in report["ranks"]}
+    return wheres.pop() if len(wheres) == 1 and report["ranks"][0]["stop"] else None
 
 
 def ranks_table(report: dict[str, Any]) -> Table:
