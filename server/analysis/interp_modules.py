@@ -1,6 +1,6 @@
 """nn modules: building them from literal (or symbolic) arguments, their methods (`eval`,
 `train`, `to`), and calling them: replayed on meta when sizes are known, else their output
-from the layer type and the symbolic sizes (`symbolic_ops.SymbolicOps.module`).
+from the layer type and the symbolic sizes (`symbolic_modules.ModuleOutputs.module`).
 
 A mixin of `interpreter.Interpreter`; methods take `self: Interpreter`.
 """
