@@ -60,6 +60,16 @@ if [ -n "$VENV_PID" ]; then
 fi
 "$PYTHON" -W ignore -c "import torch, debugpy" || { echo "e2e: $PYTHON lacks torch/debugpy"; exit 1; }
 if "$PYTHON" -c "import stridelens" 2>/dev/null; then echo "e2e: $PYTHON has stridelens: the bundled copy would not be tested"; exit 1; fi
+# Which stridelens the launcher picks (stridelens.importStrategy): the bundled one for the
+# e2e interpreter either way; for the repository's venv (its own, editable stridelens) the
+# bundled one unless fromEnvironment.
+which_copy() { STRIDELENS_IMPORT_STRATEGY="$2" "$1" "$CLIENT/bundled/tool/launch.py" --info | "$BUILD_PYTHON" -c "import json, sys; print(json.load(sys.stdin)['fromBundle'])"; }
+for check in "$PYTHON useBundled True" "$PYTHON fromEnvironment True" "$BUILD_PYTHON useBundled True" "$BUILD_PYTHON fromEnvironment False"; do
+  set -- $check
+  got=$(which_copy "$1" "$2")
+  [ "$got" = "$3" ] || { echo "e2e: launch.py with $2 for $1: fromBundle $got, expected $3"; exit 1; }
+done
+echo "e2e: launcher picks the bundled stridelens (useBundled; fromEnvironment without one) and the interpreter's (fromEnvironment)"
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/stridelens-e2e.XXXXXX")"
 CS_PID=""
