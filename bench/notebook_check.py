@@ -3,7 +3,7 @@
     python bench/notebook_check.py [--cells 200] [--repeat 3]
 
 The code is bench/generate_model.py's realistic model file, split at its top-level
-statements into `--cells` code cells (with a markdown cell and an IPython line every few
+statements into about `--cells` code cells (with a markdown cell and an IPython line every few
 cells, as notebooks have). Both are checked in-process, best of `--repeat`, and the ratio
 notebook / .py is printed (the goal is under 2x). Findings must be the same, cell for line.
 """
@@ -54,7 +54,8 @@ def main() -> int:
     parser.add_argument("--cells", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    source = generate_model_source(3000)
+    # Enough top-level statements for one per cell (the generator gives ~6 per 100 lines).
+    source = generate_model_source(max(3000, args.cells * 17))
     chunks = split_cells(source, args.cells)
     nb = v4.new_notebook()
     for i, chunk in enumerate(chunks):
