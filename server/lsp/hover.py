@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import functools
 
 from lsprotocol import types
 
 from stridelens.server.analysis import Analysis, Explanation, TensorFact
 from stridelens.server.analysis.facts import format_sizes
+from stridelens.server.analysis.replay import torch_importable
 from stridelens.server.analysis.storage_picture import render_storage_picture
 from stridelens.server.lsp.diagnostics import NOQA
 from stridelens.server.lsp.documents import Encoding
@@ -82,6 +84,14 @@ def fact_lines(fact: TensorFact) -> list[str]:
     return rows
 
 
+@functools.lru_cache(maxsize=1)
+def _symbolic_footer() -> str:
+    # Without torch the exact facts never come: say so rather than "once torch has loaded".
+    if torch_importable():
+        return "_symbolic facts only: exact layout once torch has loaded_"
+    return "_symbolic facts only: torch is not installed for this interpreter_"
+
+
 def render_card(explanation: Explanation, exact: bool) -> str | None:
     fact = explanation.fact
     expr = explanation.expr if len(explanation.expr) <= 60 else explanation.expr[:57] + "..."
@@ -113,7 +123,7 @@ def render_card(explanation: Explanation, exact: bool) -> str | None:
         out += ["", "**Why**"]
         out += [f"- {note}" for note in notes]
     if not exact:
-        out += ["", "_symbolic facts only: exact layout once torch has loaded_"]
+        out += ["", _symbolic_footer()]
     return "\n".join(out)
 
 

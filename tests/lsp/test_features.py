@@ -195,6 +195,22 @@ async def test_answers_before_torch_loads() -> None:
         await stop_session(client)
 
 
+async def test_without_torch_the_hover_says_so(tmp_path) -> None:
+    # An interpreter whose `import torch` fails (a sitecustomize blocks it).
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
+    client, lsp = await start_session(env={"PYTHONPATH": str(tmp_path)})
+    try:
+        uri = VIEW_PATH.as_uri()
+        lsp.open(uri, VIEW)
+        await lsp.wait_analyzed(uri, timeout=60)
+        card = await lsp.hover(uri, 9, 1)
+        assert card is not None and "view of `x`" in card.contents.value
+        assert "torch is not installed for this interpreter" in card.contents.value
+        assert "once torch has loaded" not in card.contents.value
+    finally:
+        await stop_session(client)
+
+
 async def test_exact_pass_refreshes_inlay_hints(lsp: Session) -> None:
     uri = VIEW_PATH.as_uri()
     lsp.open(uri, VIEW)
