@@ -194,3 +194,14 @@ def test_long_chains_fold_and_shared_nodes_are_referenced() -> None:
     lines = [str(t) for t in grad_reports.graph_lines({"nodes": diamond})]
     assert lines == ["Add", "├─ Left", "│  └─ [1] Shared", "└─ Right", "   └─ → [1] Shared (shown above)"]
 
+
+
+def test_nan_and_inf_are_counted_and_zeros_found(probes: Any) -> None:
+    lin = nn.Linear(4, 3)
+    lin.weight.grad = torch.tensor([[float("nan"), 1.0, 0.0, 0.0], [float("inf"), 0.0, 0.0, 0.0],
+                                    [float("-inf"), 2.0, 0.0, 0.0]])
+    lin.bias.grad = torch.zeros(3)
+    rows = {r["name"]: r for r in probes.grads({"lin": lin}, {})["params"]}
+    w, b = rows["lin.weight"], rows["lin.bias"]
+    assert (w["nan"], w["inf"], w["zeros"], w["grad_norm"], w["ratio"]) == (1, 2, 7, None, None)
+    assert (b["nan"], b["inf"], b["zeros"], b["grad_norm"], b["zero_fraction"]) == (0, 0, 3, 0.0, 1.0)
