@@ -110,9 +110,30 @@ def job(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
                             start_new_session=True)
     log.close()
     yield proc, progress
+    # torchrun puts each worker in a session of its own: a SIGKILL of the agent's group would
+    # leave them training for ever, so the whole tree goes.
+    for pid in [*descendants(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root`, from /proc (children before their parents are killed)."""
+    parent_of: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = (entry / "stat").read_text()
+                parent_of[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, parent in parent_of.items() if parent in frontier]
+        found.extend(children)
+        frontier = children
+    return found
 
 
 def steps(progress: Path) -> dict[str, int]:
