@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -123,7 +123,6 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         raise UsageError(f"unexpected arguments: {' '.join(args.script_args)}")
     if not (args.expr or args.frame or args.memory or grad_reports.requested(args)):
         args.frame = True
-    out = Console(width=None if sys.stdout.isatty() else 132, soft_wrap=False)
 
     with Session(timeout=args.timeout) as s, _status(err, "starting") as status:
         s.progress = lambda msg: status.update(msg) if status else None
@@ -165,17 +164,29 @@ def _run(args: argparse.Namespace, err: Console) -> int:
             s.progress("walking live tensors")
             report["memory"] = s.process_report(args.top, args.min_pin_bytes)
         failed = grad_reports.collect(s, args, report) or failed
-        if status is not None:
-            status.stop()
-        if args.format == "json":
-            print(reports.render_json(report), flush=True)
-        else:
-            reports.print_text(report, out)
-            grad_reports.print_text(report, out)
-        s.finish(kill=args.kill)
-        if args.launch and not args.kill:
-            s.wait_target(timeout=None)  # type: ignore[arg-type]
+        _print_and_leave(s, args, report, status, _print_reports)
     return 1 if failed else 0
+
+
+def _print_reports(report: dict[str, Any], out: Console) -> None:
+    reports.print_text(report, out)
+    grad_reports.print_text(report, out)
+
+
+def _print_and_leave(
+    s: Session, args: argparse.Namespace, report: dict[str, Any], status: Any,
+    print_text: Callable[[dict[str, Any], Console], None],
+) -> None:
+    """Print the report (JSON or text), then detach from the target or end it, as asked."""
+    if status is not None:
+        status.stop()
+    if args.format == "json":
+        print(reports.render_json(report), flush=True)
+    else:
+        print_text(report, reports.stdout_console())
+    s.finish(kill=args.kill)
+    if args.launch and not args.kill:
+        s.wait_target(timeout=None)  # type: ignore[arg-type]
 
 
 def _run_explain(args: argparse.Namespace, err: Console) -> int:
@@ -187,21 +198,12 @@ def _run_explain(args: argparse.Namespace, err: Console) -> int:
              if on]
     if given:
         raise UsageError(f"--explain-errors stops at the error by itself; drop {', '.join(given)}")
-    out = Console(width=None if sys.stdout.isatty() else 132, soft_wrap=False)
     script = os.path.abspath(args.launch)
     with Session(timeout=args.timeout) as s, _status(err, "starting") as status:
         s.progress = lambda msg: status.update(msg) if status else None
         s.launch(script, args.script_args, python=args.python)
         report = explain_errors.explain(s, script, timeout=args.timeout)
-        if status is not None:
-            status.stop()
-        if args.format == "json":
-            print(reports.render_json(report), flush=True)
-        else:
-            reports.print_explain_errors(report, out)
-        s.finish(kill=args.kill)
-        if not args.kill:
-            s.wait_target(timeout=None)  # type: ignore[arg-type]
+        _print_and_leave(s, args, report, status, reports.print_explain_errors)
     return 0
 
 

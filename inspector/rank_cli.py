@@ -162,8 +162,7 @@ def run_all_ranks(args: argparse.Namespace, err: Console) -> int:
             if args.format == "json":
                 print(reports.render_json(report), flush=True)
             else:
-                rank_reports.print_text(report, Console(width=None if sys.stdout.isatty() else 132,
-                                                        soft_wrap=False))
+                rank_reports.print_text(report, reports.stdout_console())
             ranks.finish(kill=args.kill)
         if proc is not None:
             _end_torchrun(proc, args.kill)

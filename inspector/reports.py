@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from typing import Any
 
 from rich import box
@@ -19,6 +20,11 @@ def _tuple(v: list[int] | None) -> str:
     if v is None:
         return "—"
     return "(" + ", ".join(map(str, v)) + ("," if len(v) == 1 else "") + ")"
+
+
+def stdout_console() -> Console:
+    """The console reports are printed on (132 columns when not a terminal, never wrapped)."""
+    return Console(width=None if sys.stdout.isatty() else 132, soft_wrap=False)
 
 
 def render_json(report: dict[str, Any]) -> str:
