@@ -144,7 +144,7 @@ class ModuleOutputs:
             sym=layout,
         )
 
-    # ------------------------------------------------------------------ facts
+    # ------------------------------------------------------------------ module calls
 
     def module(self: SymbolicOps, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], scope: Any, path: tuple[str, ...] | None) -> Value | None:
         try:

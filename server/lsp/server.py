@@ -63,7 +63,7 @@ def build_server() -> StridelensServer:
             return (doc.language_id or "python", doc.source) if doc is not None else None
 
         program = ls.notebooks.program(notebook, cell_text)
-        (ls.change if uri in ls.docs else ls.open)(uri, program, notebook.version)
+        ls.change(uri, program, notebook.version)  # (opens it the first time)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def on_notebook_open(ls: StridelensServer, params: types.DidOpenNotebookDocumentParams) -> None:

@@ -62,18 +62,9 @@ class Index:
         return self._backward_by_loop.get(loop, [])
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
 # Fields that never hold child nodes worth indexing: strings, and the shared ctx/operator
 # singletons (`Load()`, `Add()`), which are not positions in the file.
 _LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "name", "kind", "op", "ops", "level"})
-
-
-def _child_fields(kind: type) -> tuple[str, ...]:
-    """The fields of an AST node type that may hold child nodes (not ctx, names, ops...)."""
-    fields = _FIELDS.get(kind)
-    if fields is None:
-        fields = _FIELDS[kind] = tuple(f for f in getattr(kind, "_fields", ()) if f not in _LEAF_FIELDS)
-    return fields
 
 
 _GETTERS: dict[type, Callable[[ast.AST], tuple[object, ...]]] = {}
@@ -81,8 +72,9 @@ _SOURCE_ORDER = attrgetter("lineno", "col_offset")
 
 
 def _getter(kind: type) -> Callable[[ast.AST], tuple[object, ...]]:
-    """A C-level getter of `kind`'s child-holding fields, always returning a tuple."""
-    fields = _child_fields(kind)
+    """A C-level getter of the fields of `kind` that may hold child nodes (not ctx, names,
+    ops...), always returning a tuple; made once per node type."""
+    fields = tuple(f for f in getattr(kind, "_fields", ()) if f not in _LEAF_FIELDS)
     if len(fields) == 1:
         one = attrgetter(fields[0])
         getter: Callable[[ast.AST], tuple[object, ...]] = lambda node: (one(node),)  # noqa: E731
