@@ -13,6 +13,7 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import Condition, divisible
@@ -287,11 +288,13 @@ class SizesMixin:
         ctx = NameContext(lambda path: self.resolve_path(path, scope), lambda key, layout: self._tensor_name(key, layout, scope))
         unless: list[str] = []
         assumed: list[str] = []
+        prose: set[str] = set()  # assumptions already in words (no backticks around them)
         cache: dict[Path, Size | None] = {}
         for cond in sorted(conditions, key=lambda c: (c.kind, repr(c.a))):
             text = self.names.render_condition(cond, ctx, cache)
             if text is None and cond.kind == "contiguous" and cond.tensor_name:
-                text = f"the argument `{cond.tensor_name}` is contiguous"
+                text = tr("the argument `{name}` is contiguous").format(name=cond.tensor_name)
+                prose.add(text)
             if text is None:
                 if cond.kind == "ne":
                     return  # a size we cannot name decides it: say nothing
@@ -305,9 +308,10 @@ class SizesMixin:
         unless, assumed = sorted(set(unless)), sorted(set(assumed))
         detail = ""
         if unless:
-            detail += " unless " + " or ".join(f"`{u}`" for u in unless)
+            detail += tr(" unless {conditions}").format(conditions=tr(" or ").join(f"`{u}`" for u in unless))
         if assumed:
-            detail += " (assuming " + ", ".join(a if a.startswith("the ") else f"`{a}`" for a in assumed) + ")"
+            listed = tr(", ").join(a if a in prose else f"`{a}`" for a in assumed)
+            detail += tr(" (assuming {assumptions})").format(assumptions=listed)
         line = getattr(node, "lineno", 0)
         col = getattr(node, "col_offset", 0)
         self.events.append(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, TensorFact
 from stridelens.server.analysis.values import ListOf, SeqValue
 from stridelens.server.rules import register
@@ -132,12 +133,12 @@ def check_tensor_from_tensors(analysis: Analysis) -> list[Finding]:
                 else:
                     text = f"[{text}]"
                 edits.append(replace_range(where, text))
-            fix = Fix("Use `torch.stack(...)`", tuple(edits))
-        message = (
-            f"`torch.tensor(...)` of tensors (`{short(segment(analysis, data))}`): it copies "
+            fix = Fix(tr("Use `torch.stack(...)`"), tuple(edits))
+        message = tr(
+            "`torch.tensor(...)` of tensors (`{data}`): it copies "
             "element by element through Python, silently drops the autograd graph of one-element "
             "tensors and raises for larger ones; use `torch.stack(...)`"
-        )
+        ).format(data=short(segment(analysis, data)))
         out.append(make_finding(analysis, SL210, node_range(analysis, call), message, fix))
     return out
 
@@ -178,8 +179,8 @@ def check_typed_storage(analysis: Analysis) -> list[Finding]:
             continue
         if enclosing(index_of(analysis), call, (ast.ExceptHandler,)) is not None:
             continue  # a fallback for old torch, after `untyped_storage()` failed (accelerate)
-        fix = Fix("Use `.untyped_storage()`", (replace_range(attr_name_range(analysis, call.func), "untyped_storage"),))
-        message = (
+        fix = Fix(tr("Use `.untyped_storage()`"), (replace_range(attr_name_range(analysis, call.func), "untyped_storage"),))
+        message = tr(
             "`.storage()` returns the deprecated TypedStorage (and warns once per process); "
             "use `.untyped_storage()` (sizes in bytes)"
         )

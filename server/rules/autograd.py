@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import replace
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import grad_mode, register
 from stridelens.server.rules._helpers import (
@@ -170,24 +171,28 @@ def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
                 continue  # `running_loss = 0` every logging interval: nothing outlives the reset
             seen.add(node)
             freed = _backwarded_here(value, backwarded)
-            fix_text, fix_title = ".detach()", "Store `.detach()` (no graph)"
+            fix_text, fix_title = ".detach()", tr("Store `.detach()` (no graph)")
             fact = analysis.fact_of(value)
             if (how == "accumulates" and fact is not None and fact.shape == ()) or (how == "accumulates" and isinstance(value, ast.Name) and "loss" in value.id.lower()):
-                fix_text, fix_title = ".item()", "Accumulate `.item()` (a Python number)"
+                fix_text, fix_title = ".item()", tr("Accumulate `.item()` (a Python number)")
             fix = Fix(fix_title, tuple(append_edit(analysis, value, fix_text)))
-            subject = f"`{short(segment(analysis, value))}` carries an autograd graph and `{container}` {how} it across loop iterations"
+            subject = (
+                tr("`{value}` carries an autograd graph and `{container}` keeps it across loop iterations")
+                if how == "keeps"
+                else tr("`{value}` carries an autograd graph and `{container}` accumulates it across loop iterations")
+            ).format(value=short(segment(analysis, value)), container=container)
             if freed:
-                message = (
-                    f"{subject}: backward already freed each graph's saved tensors, but every "
+                message = tr(
+                    "{subject}: backward already freed each graph's saved tensors, but every "
                     "iteration's grad_fn nodes and 0-d loss stay alive, a slow host-memory leak; "
-                    f"store `{fix_text}` instead"
-                )
+                    "store `{fix}` instead"
+                ).format(subject=subject, fix=fix_text)
             else:
-                message = (
-                    f"{subject}, and no backward runs on it: every iteration's whole graph, with the "
-                    f"activations it saved, stays alive, so memory grows by a forward's activations "
-                    f"per step; store `{fix_text}` instead"
-                )
+                message = tr(
+                    "{subject}, and no backward runs on it: every iteration's whole graph, with the "
+                    "activations it saved, stays alive, so memory grows by a forward's activations "
+                    "per step; store `{fix}` instead"
+                ).format(subject=subject, fix=fix_text)
             finding = make_finding(analysis, SL201, node_range(analysis, node), message, fix)
             out.append(replace(finding, severity=Severity.INFORMATION) if freed else finding)
     return out
@@ -318,7 +323,7 @@ def check_retain_graph(analysis: Analysis) -> list[Finding]:
         kw = keyword_true(call, "retain_graph")
         if kw is None or _in_custom_backward(analysis, call):
             continue
-        message = (
+        message = tr(
             "`retain_graph=True` keeps every tensor the graph saved alive after backward; it is "
             "rarely needed (a second backward through the same graph) and often hides a bug"
         )
@@ -381,10 +386,10 @@ def check_backward_twice(analysis: Analysis) -> list[Finding]:
         if second in flagged:
             return
         flagged.add(second)
-        message = (
-            f"`{name}.backward()` runs through a graph already freed by the backward at line "
-            f"{first_line} ({why}): it raises 'Trying to backward through the graph a second time'"
-        )
+        message = tr(
+            "`{name}.backward()` runs through a graph already freed by the backward at line "
+            "{line} ({why}): it raises 'Trying to backward through the graph a second time'"
+        ).format(name=name, line=first_line, why=why)
         out.append(make_finding(analysis, SL203, call_from_attr_range(analysis, second), message))
 
     # Straight line: `loss.backward()` twice with no new forward in between.
@@ -399,7 +404,7 @@ def check_backward_twice(analysis: Analysis) -> list[Finding]:
                 continue
             second = _next_backward(body[i + 1 :], name)
             if second is not None:
-                report(second, name, stmt.lineno, "no new forward in between")
+                report(second, name, stmt.lineno, tr("no new forward in between"))
     # Loop: the graph is built before the loop, backward runs every iteration.
     for loop in index.loops:
         for stmt in loop.body:
@@ -416,7 +421,12 @@ def check_backward_twice(analysis: Analysis) -> list[Finding]:
                 continue
             if not _assigned_before(analysis, loop, name):
                 continue
-            report(stmt.value, name, stmt.lineno, "its graph was built before the loop, and each iteration calls backward again")
+            report(
+                stmt.value,
+                name,
+                stmt.lineno,
+                tr("its graph was built before the loop, and each iteration calls backward again"),
+            )
     return out
 
 
@@ -540,7 +550,7 @@ def check_detach_shares_storage(analysis: Analysis) -> list[Finding]:
                 if not _activation(analysis, target.func.value):
                     continue
                 source = segment(analysis, target.func.value)
-                fix = Fix("Use `.detach().clone()`", tuple(append_edit(analysis, target, ".clone()")))
+                fix = Fix(tr("Use `.detach().clone()`"), tuple(append_edit(analysis, target, ".clone()")))
                 out.append(_sl205(analysis, report, source, fix))
                 continue
             if not isinstance(target, ast.Name):
@@ -553,7 +563,7 @@ def check_detach_shares_storage(analysis: Analysis) -> list[Finding]:
                 continue  # e.g. bound from `.data`: SL204's business
             if isinstance(definition.func, ast.Attribute) and not _activation(analysis, definition.func.value):
                 continue
-            fix = Fix("Use `.detach().clone()`", tuple(append_edit(analysis, definition, ".clone()")))
+            fix = Fix(tr("Use `.detach().clone()`"), tuple(append_edit(analysis, definition, ".clone()")))
             source = segment(analysis, definition.func.value) if isinstance(definition.func, ast.Attribute) else "?"
             out.append(_sl205(analysis, report, source, fix))
     return out
@@ -587,11 +597,11 @@ def _detach_definition(analysis: Analysis, body: list[ast.stmt], name: str, befo
 
 
 def _sl205(analysis: Analysis, report: ast.AST, source: str, fix: Fix | None) -> Finding:
-    message = (
-        f"in-place change of a `.detach()` of `{short(source)}`: it shares `{short(source)}`'s storage, "
+    message = tr(
+        "in-place change of a `.detach()` of `{source}`: it shares `{source}`'s storage, "
         "so the original changes too (and backward raises if autograd saved it); use "
         "`.detach().clone()` for an independent copy"
-    )
+    ).format(source=short(source))
     return make_finding(analysis, SL205, node_range(analysis, report), message, fix)
 
 
@@ -640,7 +650,7 @@ def check_anomaly_detection(analysis: Analysis) -> list[Finding]:
         fix = None
         if isinstance(stmt, ast.Expr) and stmt.value is call:
             fix = _remove_statement(analysis, index, stmt)
-        message = (
+        message = tr(
             "autograd anomaly detection left on: every op records a traceback and backward "
             "checks for NaN, a large slowdown (about 2x); remove it once debugging is done"
         )
@@ -663,7 +673,7 @@ def _remove_statement(analysis: Analysis, index: object, stmt: ast.stmt) -> Fix 
         edit = TextEdit(line, 1, end_line + 1, 1, "")
     else:
         edit = TextEdit(line, 1, end_line, len(analysis.lines[end_line - 1]) + 1, "")
-    return Fix("Remove the anomaly-detection call", (edit,))
+    return Fix(tr("Remove the anomaly-detection call"), (edit,))
 
 
 def _body_holding(analysis: Analysis, stmt: ast.stmt) -> list[ast.stmt] | None:
@@ -706,10 +716,10 @@ def check_retain_grad(analysis: Analysis) -> list[Finding]:
         fact = analysis.fact_of(call.func.value)
         if fact is None and not index_of(analysis).imports_torch:
             continue
-        message = (
-            f"`.retain_grad()` keeps the gradient of the non-leaf `{short(segment(analysis, call.func.value))}` "
+        message = tr(
+            "`.retain_grad()` keeps the gradient of the non-leaf `{tensor}` "
             "alive after backward (one more tensor of its size per step); drop it when done inspecting"
-        )
+        ).format(tensor=short(segment(analysis, call.func.value)))
         out.append(make_finding(analysis, SL208, call_from_attr_range(analysis, call), message))
     return out
 

@@ -14,6 +14,7 @@ import ast
 import re
 from dataclasses import replace
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
@@ -107,6 +108,13 @@ def runtime_path(analysis: Analysis, node: ast.AST) -> str | None:
     return "in the training loop" if _in_training_loop(analysis, node) else None
 
 
+def _where_text(where_run: str) -> str:
+    """`runtime_path`'s answer in the user's language (the English one is matched on)."""
+    if where_run == "in the training loop":
+        return tr("in the training loop")
+    return tr("in `{function}`").format(function=where_run[len("in `") : -1])
+
+
 def _in_training_loop(analysis: Analysis, node: ast.AST) -> bool:
     """Inside a loop (of the same function) that calls `backward()` or an optimizer step:
     the lines before that loop are set-up (loading embeddings, casting weights)."""
@@ -174,26 +182,26 @@ def check_data_attr(analysis: Analysis) -> list[Finding]:
         if use == "read":
             parent = index.parents.get(attr)
             if isinstance(parent, ast.Attribute) and parent.attr == "detach":
-                fix = Fix("Remove `.data` (`.detach()` follows)", (replace_range(where, ""),))
+                fix = Fix(tr("Remove `.data` (`.detach()` follows)"), (replace_range(where, ""),))
             elif _pure_read(index.parents, attr):
-                fix = Fix("Use `.detach()`", (replace_range(where, ".detach()"),))
-            message = (
-                f"`.data` {where_run} bypasses autograd: the result shares storage but the version "
+                fix = Fix(tr("Use `.detach()`"), (replace_range(where, ".detach()"),))
+            message = tr(
+                "`.data` {where} bypasses autograd: the result shares storage but the version "
                 "counter does not see later writes, so wrong gradients go unnoticed; use `.detach()`"
-            )
+            ).format(where=_where_text(where_run))
         else:
             if in_forward:
-                message = (
-                    f"in-place update through `.data` {where_run} is invisible to autograd (gradients "
+                message = tr(
+                    "in-place update through `.data` {where} is invisible to autograd (gradients "
                     "are silently computed from the changed value); do it on the tensor itself under "
                     "`torch.no_grad()`"
-                )
+                ).format(where=_where_text(where_run))
             else:
-                message = (
-                    f"in-place update through `.data` {where_run} is invisible to autograd's version "
+                message = tr(
+                    "in-place update through `.data` {where} is invisible to autograd's version "
                     "check: a graph that still saved this tensor would silently use the new value; "
                     "do it on the tensor itself under `torch.no_grad()`, which autograd can check"
-                )
+                ).format(where=_where_text(where_run))
             if use == "inplace" and torch_name is not None and isinstance(stmt, (ast.Expr, ast.AugAssign, ast.Assign)):
                 fix = _no_grad_fix(analysis, stmt, attr, torch_name)
         finding = make_finding(analysis, SL204, where, message, fix)
@@ -220,7 +228,8 @@ def _no_grad_fix(analysis: Analysis, stmt: ast.stmt, attr: ast.Attribute, torch_
         return None
     body = text[start : d_col - 1] + text[d_end - 1 : end]
     new = f"{indent}with {torch_name}.no_grad():\n{indent}    {body}"
-    return Fix("Update under `torch.no_grad()` instead of through `.data`", (TextEdit(line, 1, line, end + 1, new),))
+    title = tr("Update under `torch.no_grad()` instead of through `.data`")
+    return Fix(title, (TextEdit(line, 1, line, end + 1, new),))
 
 
 SL204 = register(

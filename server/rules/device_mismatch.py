@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import TorchRef
 from stridelens.server.rules import register
@@ -111,14 +112,15 @@ class _Forward:
     def report(self, factory: ast.Call, source: str) -> None:
         self.reported.add(factory)
         text = short(segment(self.analysis, factory))
-        message = (
-            f"`{text}` is made on the CPU (no `device=`) and meets `{source}`, which lives where "
-            f"the caller put it: on CUDA machines this raises 'Expected all tensors to be on the "
-            f"same device'; pass `device={source}.device`"
-        )
+        message = tr(
+            "`{factory}` is made on the CPU (no `device=`) and meets `{source}`, which lives where "
+            "the caller put it: on CUDA machines this raises 'Expected all tensors to be on the "
+            "same device'; pass `device={source}.device`"
+        ).format(factory=text, source=source)
         _, _, end_line, end_col = node_range(self.analysis, factory)
         sep = ", " if factory.args or factory.keywords else ""
-        fix = Fix(f"Add `device={source}.device`", (insert_at(end_line, end_col - 1, f"{sep}device={source}.device"),))
+        title = tr("Add `device={source}.device`").format(source=source)
+        fix = Fix(title, (insert_at(end_line, end_col - 1, f"{sep}device={source}.device"),))
         self.out.append(make_finding(self.analysis, SL214, node_range(self.analysis, factory), message, fix))
 
     def bind(self, stmt: ast.stmt) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import ClassInfo, InstanceValue, ModuleValue, TorchRef
 from stridelens.server.rules import register
@@ -82,21 +83,24 @@ def check_forward_called_directly(analysis: Analysis) -> list[Finding]:
         elif not (isinstance(cls, ast.ClassDef) and _is_module_class(analysis, cls)):
             continue
         if method is not None:
-            what = f"`{segment(analysis, receiver)}` is the module itself, in `{method.name}`"
+            what = tr("`{receiver}` is the module itself, in `{method}`").format(
+                receiver=segment(analysis, receiver), method=method.name
+            )
         else:
-            what = f"`{short(segment(analysis, receiver))}` is an nn.Module"
+            what = tr("`{receiver}` is an nn.Module").format(receiver=short(segment(analysis, receiver)))
         name = segment(analysis, receiver)
         fix = None
         where = dot_attr_range(analysis, func)
         text = analysis.lines[where[0] - 1] if 0 < where[0] <= len(analysis.lines) else ""
         if where[0] == where[2] and text[where[1] - 1 : where[1]] == ".":
-            fix = Fix(f"Call `{short(name)}(...)` instead of `.forward(...)`", (replace_range(where, ""),))
-        message = (
-            f"`.forward(...)` called directly ({what}): it skips the module's own forward hooks "
+            title = tr("Call `{module}(...)` instead of `.forward(...)`").format(module=short(name))
+            fix = Fix(title, (replace_range(where, ""),))
+        message = tr(
+            "`.forward(...)` called directly ({what}): it skips the module's own forward hooks "
             "and pre-hooks (its children's still fire), and with them what wrappers attach as hooks "
             "(FSDP2 `fully_shard`'s parameter all-gather, `replicate`, composable `checkpoint`); "
-            f"call `{short(name)}(...)`"
-        )
+            "call `{module}(...)`"
+        ).format(what=what, module=short(name))
         out.append(make_finding(analysis, SL217, node_range(analysis, call), message, fix))
     return out
 

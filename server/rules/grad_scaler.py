@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
@@ -182,13 +183,13 @@ def check_clip_before_unscale(analysis: Analysis) -> list[Finding]:
         if any(_pos(u) < _pos(clip) for u in unscales):
             continue  # unscaled before the clip (in this function)
         fix = _fix(analysis, clip, scaler, steps.get(scaler, []), later_unscale=any(_pos(u) > _pos(clip) for u in unscales))
-        message = (
-            f"`{call_name(clip)}` runs after `{scaler}.scale(...).backward()` with no "
-            f"`{scaler}.unscale_(optimizer)` before it: it clips the scaled gradients (multiplied by "
-            f"the loss scale, 65536 at start), so once unscaled they end up clipped to the "
-            f"threshold divided by the scale, far too hard; call `{scaler}.unscale_(optimizer)` "
-            f"right before clipping"
-        )
+        message = tr(
+            "`{clip}` runs after `{scaler}.scale(...).backward()` with no "
+            "`{scaler}.unscale_(optimizer)` before it: it clips the scaled gradients (multiplied by "
+            "the loss scale, 65536 at start), so once unscaled they end up clipped to the "
+            "threshold divided by the scale, far too hard; call `{scaler}.unscale_(optimizer)` "
+            "right before clipping"
+        ).format(clip=call_name(clip), scaler=scaler)
         out.append(make_finding(analysis, SL215, node_range(analysis, clip), message, fix))
     return out
 
@@ -210,7 +211,7 @@ def _fix(analysis: Analysis, clip: ast.Call, scaler: str, steps: list[ast.Call],
         return None
     indent = line_indent(analysis, stmt.lineno)
     edit = TextEdit(stmt.lineno, 1, stmt.lineno, 1, f"{indent}{scaler}.unscale_({optimizer})\n")
-    return Fix(f"Insert `{scaler}.unscale_({optimizer})` before the clip", (edit,))
+    return Fix(tr("Insert `{scaler}.unscale_({optimizer})` before the clip").format(scaler=scaler, optimizer=optimizer), (edit,))
 
 
 SL215 = register(

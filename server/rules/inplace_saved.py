@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, replace
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import Const, ModuleValue, TorchRef
 from stridelens.server.rules import register
@@ -178,7 +179,7 @@ class _Walk:
             return
         text = short(segment(self.analysis, call))
         if inplace:
-            self.check_write(arg, call, f"`{text}` (in place)")
+            self.check_write(arg, call, tr("`{call}` (in place)").format(call=text))
         ident = self.id_of(arg)
         if (SAVES[op] == "input" and ident is not None) or (SAVES[op] == "output" and inplace and ident is not None):
             saves.append((ident, _Saved(text, call.lineno, matters is True)))
@@ -225,12 +226,12 @@ class _Walk:
         if saved is None or ident is None or ident in self.param_ids:
             return
         name = short(segment(self.analysis, target.value if isinstance(target, ast.Subscript) else target))
-        message = (
-            f"{how} modifies `{name}`, which `{saved.op}` (line {saved.line}) saved for backward: "
+        message = tr(
+            "{write} modifies `{name}`, which `{op}` (line {line}) saved for backward: "
             "backward raises 'one of the variables needed for gradient computation has been "
             "modified by an inplace operation'; compute out of place (`x = x + y`, `x = f(x)`) "
             "or `.clone()` before writing"
-        )
+        ).format(write=how, name=name, op=saved.op, line=saved.line)
         finding = make_finding(self.analysis, SL213, node_range(self.analysis, report), message)
         self.out.append(finding if saved.known else replace(finding, severity=Severity.WARNING))
         del self.saved[ident]  # one report per save

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, TensorFact
 from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.values import ModuleValue, TorchRef
@@ -50,20 +51,19 @@ def check_view_noncontiguous(analysis: Analysis) -> list[Finding]:
         if receiver is not None and receiver.display_shape is not None and receiver.display_strides is not None:
             shape = format_sizes(receiver.display_shape, pretty=False)
             strides = format_sizes(receiver.display_strides, pretty=False)
-            layout = f" (shape {shape}, strides {strides})"
+            layout = tr(" (shape {shape}, strides {strides})").format(shape=shape, strides=strides)
         # Over symbolic sizes: for which sizes it does not raise, and what it assumed.
-        sizes = f"; this holds for every size{event.detail}" if event.detail else (
-            "; this holds for every size" if receiver is not None and receiver.shape is None else ""
+        sizes = tr("; this holds for every size{conditions}").format(conditions=event.detail) if event.detail else (
+            tr("; this holds for every size") if receiver is not None and receiver.shape is None else ""
         )
         fix = Fix(
-            "Replace `.view(` with `.reshape(`",
+            tr("Replace `.view(` with `.reshape(`"),
             (replace_range(attr_name_range(analysis, call.func), "reshape"),),
         )
-        message = (
-            f"`.view()` raises here: `{short(segment(analysis, call.func.value))}` is not contiguous"
-            f"{layout} and this shape cannot be viewed from its strides{sizes}; use `.reshape()` "
-            "(copies) or `.contiguous().view()`"
-        )
+        message = tr(
+            "`.view()` raises here: `{tensor}` is not contiguous{layout} and this shape cannot be "
+            "viewed from its strides{sizes}; use `.reshape()` (copies) or `.contiguous().view()`"
+        ).format(tensor=short(segment(analysis, call.func.value)), layout=layout, sizes=sizes)
         out.append(make_finding(analysis, SL101, call_from_attr_range(analysis, call), message, fix))
     return out
 
@@ -159,12 +159,12 @@ def check_noncontiguous_into_module(analysis: Analysis) -> list[Finding]:
             continue
         if _is_channels_last(fact):
             continue
-        fix = Fix("Append `.contiguous()`", tuple(append_edit(analysis, arg, ".contiguous()")))
-        message = (
-            f"`{short(segment(analysis, arg))}` is not contiguous (after `{fact.permuted_by}`) and goes "
-            f"straight into `{kind}`, which makes its own contiguous copy; make the copy explicit "
-            "with `.contiguous()` (or keep channels_last layout on purpose)"
-        )
+        fix = Fix(tr("Append `.contiguous()`"), tuple(append_edit(analysis, arg, ".contiguous()")))
+        message = tr(
+            "`{tensor}` is not contiguous (after `{permute}`) and goes straight into `{module}`, "
+            "which makes its own contiguous copy; make the copy explicit with `.contiguous()` "
+            "(or keep channels_last layout on purpose)"
+        ).format(tensor=short(segment(analysis, arg)), permute=fact.permuted_by, module=kind)
         out.append(make_finding(analysis, SL102, node_range(analysis, call), message, fix))
     return out
 
@@ -211,7 +211,11 @@ def check_reshape_copies(analysis: Analysis) -> list[Finding]:
                 break
         if call is None:
             continue
-        size = f"{event.nbytes:,} bytes" if event.nbytes is not None else "an unknown number of bytes"
+        size = (
+            tr("{nbytes} bytes").format(nbytes=f"{event.nbytes:,}")
+            if event.nbytes is not None
+            else tr("an unknown number of bytes")
+        )
         if isinstance(call.func, ast.Attribute) and analysis.fact_of(call.func.value) is not None:
             where = call_from_attr_range(analysis, call)
             line, col, _, _ = dot_attr_range(analysis, call.func)
@@ -223,12 +227,13 @@ def check_reshape_copies(analysis: Analysis) -> list[Finding]:
             subject = segment(analysis, call.args[0])
         else:
             continue
-        sizes = f" (for every size{event.detail})" if event.detail else ""
-        message = (
-            f"`reshape` copies {size} here: `{short(subject)}` is not contiguous, so no view is "
-            f"possible{sizes}; make the copy explicit with `.contiguous()`"
-        )
-        out.append(make_finding(analysis, SL103, where, message, Fix("Make the copy explicit with `.contiguous()`", tuple(edits))))
+        sizes = tr(" (for every size{conditions})").format(conditions=event.detail) if event.detail else ""
+        message = tr(
+            "`reshape` copies {size} here: `{tensor}` is not contiguous, so no view is "
+            "possible{sizes}; make the copy explicit with `.contiguous()`"
+        ).format(size=size, tensor=short(subject), sizes=sizes)
+        fix = Fix(tr("Make the copy explicit with `.contiguous()`"), tuple(edits))
+        out.append(make_finding(analysis, SL103, where, message, fix))
     return out
 
 
@@ -302,11 +307,13 @@ def check_write_through_view(analysis: Analysis) -> list[Finding]:
                 if fact is not None and base and base != name.id:
                     reader = _later_read(statements[i + 1 :], base, name.id)
                     if reader is not None:
-                        what = f"the same tensor as `{base}`" if name.id in aliases else f"a view of `{base}`"
-                        message = (
-                            f"in-place write through `{name.id}`, {what}: it also changes "
-                            f"`{base}`, which is read afterwards (line {reader})"
-                        )
+                        what = (
+                            tr("the same tensor as `{base}`") if name.id in aliases else tr("a view of `{base}`")
+                        ).format(base=base)
+                        message = tr(
+                            "in-place write through `{name}`, {what}: it also changes "
+                            "`{base}`, which is read afterwards (line {line})"
+                        ).format(name=name.id, what=what, base=base, line=reader)
                         out.append(make_finding(analysis, SL104, node_range(analysis, report), message))
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]

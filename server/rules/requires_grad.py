@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import InstanceValue, ModuleValue, TorchRef
 from stridelens.server.rules import grad_mode, register
@@ -201,54 +202,60 @@ def _targets(analysis: Analysis) -> list[Target]:
     return out
 
 
-_RAISES = "raises `RuntimeError: you can only change requires_grad flags of leaf variables`"
+def _raises() -> str:
+    return tr("raises `RuntimeError: you can only change requires_grad flags of leaf variables`")
 
 
-def _alternative(p: str) -> str:
-    return (
-        f"freeze all of `{p}` (`{p}.requires_grad_(False)`) or mask part of its gradient with a "
-        f"hook (`{p}.register_hook(lambda g: g * mask)`)"
-    )
+def _alternative(p: str, sentence: bool = False) -> str:
+    """What to do instead; `sentence` when it starts a sentence of its own."""
+    if sentence:
+        return tr(
+            "Freeze all of `{p}` (`{p}.requires_grad_(False)`) or mask part of its gradient with a "
+            "hook (`{p}.register_hook(lambda g: g * mask)`)"
+        ).format(p=p)
+    return tr(
+        "freeze all of `{p}` (`{p}.requires_grad_(False)`) or mask part of its gradient with a "
+        "hook (`{p}.register_hook(lambda g: g * mask)`)"
+    ).format(p=p)
 
 
 def _message(subject: Subject, expr: str, target: Target, mode: GradMode) -> str | None:
     p = subject.root
-    setting = "`.requires_grad_(True)`" if target.form == "method" and target.value is True else "setting `requires_grad`"
+    setting = "`.requires_grad_(True)`" if target.form == "method" and target.value is True else tr("setting `requires_grad`")
     no_op_true = target.form == "method" and target.value is True  # never raises
     if subject.kind == "detached":
-        return (
-            f"`{expr}` is a detached alias of `{p}` (`{subject.how}` is a new tensor object on the "
-            f"same storage): {setting} on it changes only that throwaway object, never `{p}` "
-            f"(no error, no effect; torch 2.13); {_alternative(p)}"
-        )
+        return tr(
+            "`{expr}` is a detached alias of `{p}` (`{how}` is a new tensor object on the "
+            "same storage): {setting} on it changes only that throwaway object, never `{p}` "
+            "(no error, no effect; torch 2.13); {alternative}"
+        ).format(expr=expr, p=p, how=subject.how, setting=setting, alternative=_alternative(p))
     if subject.kind in ("view", "copy"):
-        what = "a view" if subject.kind == "view" else f"a copy (`{subject.how}`)"
+        what = tr("a view") if subject.kind == "view" else tr("a copy (`{how}`)").format(how=subject.how)
         if no_op_true:
-            return (
-                f"`{expr}` is {what} of `{p}`, not `{p}` itself: `.requires_grad_(True)` on it is a "
-                f"silent no-op (or, if `{p}` is frozen, flags only the temporary); `{p}` is "
-                f"unchanged. Set the flag on `{p}` itself"
-            )
+            return tr(
+                "`{expr}` is {what} of `{p}`, not `{p}` itself: `.requires_grad_(True)` on it is a "
+                "silent no-op (or, if `{p}` is frozen, flags only the temporary); `{p}` is "
+                "unchanged. Set the flag on `{p}` itself"
+            ).format(expr=expr, what=what, p=p)
         if mode is GradMode.OFF:
-            fate = "silently ignored" if subject.kind == "view" else "set on a throwaway copy"
-            return (
-                f"`{expr}` is {what} of `{p}`, not `{p}` itself: under `no_grad` the flag is {fate} "
-                f"and `{p}` stays as it was (torch 2.13); {_alternative(p)}"
-            )
-        return (
-            f"`{expr}` is {what} of `{p}`, not a leaf: {setting} on it {_RAISES} with grad on and "
-            f"is silently ignored under `no_grad` (torch 2.13); `{p}` never changes. "
-            f"{_alternative(p)[0].upper()}{_alternative(p)[1:]}"
-        )
+            fate = tr("silently ignored") if subject.kind == "view" else tr("set on a throwaway copy")
+            return tr(
+                "`{expr}` is {what} of `{p}`, not `{p}` itself: under `no_grad` the flag is {fate} "
+                "and `{p}` stays as it was (torch 2.13); {alternative}"
+            ).format(expr=expr, what=what, p=p, fate=fate, alternative=_alternative(p))
+        return tr(
+            "`{expr}` is {what} of `{p}`, not a leaf: {setting} on it {raises} with grad on and "
+            "is silently ignored under `no_grad` (torch 2.13); `{p}` never changes. {alternative}"
+        ).format(expr=expr, what=what, p=p, setting=setting, raises=_raises(), alternative=_alternative(p, sentence=True))
     # an engine-known non-leaf
     if no_op_true or mode is GradMode.OFF:
         return None  # a no-op (it already requires grad), or a leaf under no_grad
     name = expr if len(expr) <= 30 else "x"
-    return (
-        f"`{expr}` is not a leaf (it is computed from tensors that require grad): {setting} on it "
-        f"{_RAISES} with grad on (torch 2.13). To cut the graph use `{name}.detach()`; for a new "
-        f"leaf to optimise, `{name}.detach().requires_grad_()`"
-    )
+    return tr(
+        "`{expr}` is not a leaf (it is computed from tensors that require grad): {setting} on it "
+        "{raises} with grad on (torch 2.13). To cut the graph use `{name}.detach()`; for a new "
+        "leaf to optimise, `{name}.detach().requires_grad_()`"
+    ).format(expr=expr, setting=setting, raises=_raises(), name=name)
 
 
 def _fix(analysis: Analysis, target: Target, subject: Subject) -> Fix | None:
@@ -259,12 +266,14 @@ def _fix(analysis: Analysis, target: Target, subject: Subject) -> Fix | None:
         return None
     if isinstance(node, ast.Attribute) and node.attr == "data" and _param_root(analysis, node.value):
         where = dot_attr_range(analysis, node)
-        return Fix(f"Set the flag on `{subject.root}` itself", (replace_range(where, ""),)) if where[0] == where[2] else None
+        title = tr("Set the flag on `{p}` itself").format(p=subject.root)
+        return Fix(title, (replace_range(where, ""),)) if where[0] == where[2] else None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "detach" and not node.args and _param_root(analysis, node.func.value):
         start = dot_attr_range(analysis, node.func)
         _, _, end_line, end_col = node_range(analysis, node)
         if start[0] == end_line:
-            return Fix(f"Set the flag on `{subject.root}` itself", (replace_range((start[0], start[1], end_line, end_col), ""),))
+            title = tr("Set the flag on `{p}` itself").format(p=subject.root)
+            return Fix(title, (replace_range((start[0], start[1], end_line, end_col), ""),))
     return None
 
 

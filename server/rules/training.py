@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import ClassInfo, InstanceValue, ModuleValue
 from stridelens.server.rules import grad_mode, register
@@ -138,7 +139,7 @@ def _params_evaluated_by_callers(
         for kw in call.keywords:
             key = _model_key(analysis, kw.value) if kw.arg in params else None
             if kw.arg is not None and key is not None and key in evaluated:
-                here[kw.arg] = getattr(caller, "name", "the caller")
+                here[kw.arg] = getattr(caller, "name", tr("the caller"))
         found = here if found is None else {k: v for k, v in found.items() if k in here}
     return found or {}
 
@@ -147,12 +148,12 @@ def _forward_of(analysis: Analysis, call: ast.Call) -> tuple[str, str] | None:
     """(model key, how it is called) for `model(x)` or `model.encode(x)`."""
     key = _model_key(analysis, call.func)
     if key is not None:
-        return key, f"forward of `{key}`"
+        return key, tr("forward of `{model}`").format(model=key)
     func = call.func
     if isinstance(func, ast.Attribute) and _FORWARD_METHOD.match(func.attr):
         key = _model_key(analysis, func.value)
         if key is not None:
-            return key, f"`{key}.{func.attr}(...)`"
+            return key, tr("`{model}.{method}(...)`").format(model=key, method=func.attr)
     return None
 
 
@@ -171,16 +172,18 @@ def check_inference_without_no_grad(analysis: Analysis) -> list[Finding]:
         if torch_name is not None and isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AnnAssign)):
             edit = wrap_statement_edit(analysis, stmt, f"with {torch_name}.inference_mode()")
             if edit is not None:
-                fix = Fix("Wrap in `with torch.inference_mode():`", (edit,))
-        message = (
-            f"{how} {why} runs with autograd on: it records a graph and keeps every activation "
+                fix = Fix(tr("Wrap in `with torch.inference_mode():`"), (edit,))
+        message = tr(
+            "{forward} {why} runs with autograd on: it records a graph and keeps every activation "
             "for a backward that never comes; wrap it in `torch.inference_mode()` or `torch.no_grad()`"
-        )
+        ).format(forward=how, why=why)
         out.append(make_finding(analysis, SL206, node_range(analysis, node), message, fix))
 
     for fn, body in _scopes(analysis):
         by_callers = _params_evaluated_by_callers(analysis, fn, at) if fn is not None and at else {}
-        evaluated: dict[str, str] = {p: f"after `{p}.eval()` in `{caller}`" for p, caller in by_callers.items()}
+        evaluated: dict[str, str] = {
+            p: tr("after `{model}.eval()` in `{caller}`").format(model=p, caller=caller) for p, caller in by_callers.items()
+        }
         named = (
             fn is not None and bool(_INFERENCE_FUNCTION.search(fn.name)) and not body_trains(body)
         )
@@ -198,7 +201,7 @@ def check_inference_without_no_grad(analysis: Analysis) -> list[Finding]:
             if toggle is not None:
                 key, on = toggle
                 if on:
-                    evaluated[key] = f"after `{key}.eval()`"
+                    evaluated[key] = tr("after `{model}.eval()`").format(model=key)
                 else:
                     evaluated.pop(key, None)
                     for hit in pending.pop(key, []):
@@ -218,7 +221,7 @@ def check_inference_without_no_grad(analysis: Analysis) -> list[Finding]:
                 if mode is not GradMode.OFF:  # the eval() is the evidence: unknown callers do not silence it
                     pending.setdefault(key, []).append((node, how, evaluated[key]))
             elif named and mode is GradMode.ON and not _submodule_of_self(fn, node.func) and key == _model_key(analysis, node.func):
-                report(node, how, f"in `{getattr(fn, 'name', '?')}`")
+                report(node, how, tr("in `{function}`").format(function=getattr(fn, "name", "?")))
         for hits in pending.values():
             for hit in hits:
                 report(*hit)
@@ -303,13 +306,15 @@ def check_clip_grad_order(analysis: Analysis) -> list[Finding]:
         problem = None
         if last_backward is None and "backward" in after and "step" in after:
             if after.index("backward") < after.index("step"):
-                problem = "before `backward()`: it clips the previous step's gradients (or zeros), not this step's"
+                problem = tr("before `backward()`: it clips the previous step's gradients (or zeros), not this step's")
         elif last_backward is not None and "step" in before[last_backward:] and "step" not in after:
-            problem = "after the optimizer step: the step already used the unclipped gradients"
+            problem = tr("after the optimizer step: the step already used the unclipped gradients")
         if problem is None:
             continue
         reported.add(clip)
-        message = f"`{call_name(clip)}` runs {problem}; call it between `backward()` and the optimizer step"
+        message = tr("`{clip}` runs {problem}; call it between `backward()` and the optimizer step").format(
+            clip=call_name(clip), problem=problem
+        )
         out.append(make_finding(analysis, SL209, node_range(analysis, clip), message))
     return out
 
@@ -398,10 +403,10 @@ def check_missing_zero_grad(analysis: Analysis) -> list[Finding]:
                 text = analysis.lines[end_line - 1]
                 indent = line_indent(analysis, stmt.lineno)
                 fix = Fix(
-                    f"Insert `{optimizer}.zero_grad()` after the step",
+                    tr("Insert `{optimizer}.zero_grad()` after the step").format(optimizer=optimizer),
                     (TextEdit(end_line, len(text) + 1, end_line, len(text) + 1, f"\n{indent}{optimizer}.zero_grad()"),),
                 )
-            message = (
+            message = tr(
                 "this loop calls `backward()` and the optimizer step but never `zero_grad()`: "
                 "gradients accumulate across iterations, so every step uses the sum of all "
                 "previous gradients"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, TensorFact
 from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
@@ -96,14 +97,14 @@ def _sizes(analysis: Analysis, view: ast.expr, base: ast.expr) -> tuple[str, boo
     if kept is not None and used is not None:
         if used * 2 > kept:
             return "", False
-        return f": {human_bytes(kept)} for {human_bytes(used)} used", True
+        return tr(": {kept} for {used} used").format(kept=human_bytes(kept), used=human_bytes(used)), True
     return "", _narrow_index(view)
 
 
 def _outlives_step(analysis: Analysis, call: ast.Call, container: ast.expr) -> str | None:
     """Where an `append` puts the value so that it survives the iteration or the call."""
     if isinstance(container, ast.Attribute) and isinstance(container.value, ast.Name) and container.value.id == "self":
-        return f"kept in `self.{container.attr}`"
+        return tr("kept in `self.{attr}`").format(attr=container.attr)
     if isinstance(container, ast.Name):
         index = index_of(analysis)
         loop = enclosing(index, call, LOOP_NODES)
@@ -116,7 +117,7 @@ def _outlives_step(analysis: Analysis, call: ast.Call, container: ast.expr) -> s
         for node in walk(loop):
             if isinstance(node, ast.Name) and node.id == container.id and isinstance(node.ctx, ast.Store):
                 return None  # rebound inside the loop: per iteration
-        return f"kept in `{container.id}` across loop iterations"
+        return tr("kept in `{name}` across loop iterations").format(name=container.id)
     return None
 
 
@@ -137,16 +138,16 @@ def check_view_pins_storage(analysis: Analysis) -> list[Finding]:
         text = short(segment(analysis, node))
         base_text = short(segment(analysis, base), 30)
         if where == "torch.save":
-            message = (
-                f"`{text}` is a view of `{base_text}`: `torch.save` writes its whole storage{phrase}; "
+            message = tr(
+                "`{view}` is a view of `{base}`: `torch.save` writes its whole storage{sizes}; "
                 "save `.clone()` to write only what it shows"
-            )
+            ).format(view=text, base=base_text, sizes=phrase)
         else:
-            message = (
-                f"`{text}` is a view of `{base_text}`: {where}, it keeps that whole storage "
-                f"alive{phrase}; store `.clone()` to keep only what it shows"
-            )
-        fix = Fix("Store `.clone()`", tuple(append_edit(analysis, node, ".clone()")))
+            message = tr(
+                "`{view}` is a view of `{base}`: {where}, it keeps that whole storage "
+                "alive{sizes}; store `.clone()` to keep only what it shows"
+            ).format(view=text, base=base_text, where=where, sizes=phrase)
+        fix = Fix(tr("Store `.clone()`"), tuple(append_edit(analysis, node, ".clone()")))
         out.append(make_finding(analysis, SL105, node_range(analysis, node), message, fix))
 
     for call in index.by_name.get("append", ()):
@@ -173,7 +174,7 @@ def check_view_pins_storage(analysis: Analysis) -> list[Finding]:
             if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name != "__init__":
                 hit = _view_base(analysis, stmt.value)
                 if hit is not None and not _on_self(hit[1]):
-                    report(*hit, f"kept in `self.{attr_name}`", stmt.value)
+                    report(*hit, tr("kept in `self.{attr}`").format(attr=attr_name), stmt.value)
     return out
 
 
