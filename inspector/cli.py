@@ -26,6 +26,7 @@ from stridelens.inspector.session import (
     UsageError,
     parse_address,
 )
+from stridelens.inspector.snapshot_cli import add_snapshot_arguments, run_snapshot
 
 EPILOG = """\
 examples:
@@ -33,6 +34,7 @@ examples:
   stridelens inspect --launch train.py --break 'train.py:42:step == 3' --expr 'x[0]' --frame
   stridelens inspect --connect 127.0.0.1:5678 --memory --top 10 --format json
   stridelens inspect --pid 4242 --memory
+  stridelens inspect --pid 4242 --snapshot --every 60 --count 5
   stridelens inspect --launch train.py --explain-errors
   stridelens inspect --all-ranks --launch --break train.py:42 -- torchrun --nproc-per-node 2 train.py
   stridelens inspect --all-ranks --pid 4242 --samples 3 --interval 2
@@ -70,6 +72,7 @@ def register(commands: Any) -> None:
                         "raises 'modified by an inplace operation', name the op that saved the tensor "
                         "and the in-place op that changed it, with their lines (slows every op)")
     grad_reports.add_arguments(p)
+    add_snapshot_arguments(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
     after = p.add_mutually_exclusive_group()
     after.add_argument("--continue", dest="kill", action="store_false",
@@ -111,6 +114,8 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         raise UsageError("--launch needs SCRIPT (or: --all-ranks --launch -- torchrun ...)")
     if args.samples != 1:
         raise UsageError("--samples needs --all-ranks")
+    if (code := run_snapshot(args, err)) is not None:
+        return code
     if args.explain_errors:
         return _run_explain(args, err)
     breaks = [Breakpoint.parse(b) for b in args.breaks]

@@ -496,7 +496,7 @@ def _label_objects(torch: Any, ns: dict[str, Any] | None) -> dict[int, Any]:
     return labels
 
 
-def _referrer_names(objs: list[Any], labels: dict[int, Any]) -> dict[int, str]:
+def _referrer_names(objs: list[Any], labels: dict[int, Any], frame_locals: bool = True) -> dict[int, str]:
     """Name containers through the garbage collector's referrers (one gc pass for all)."""
     out: dict[int, str] = {}
     want = {id(o) for o in objs if id(o) not in labels}
@@ -514,7 +514,7 @@ def _referrer_names(objs: list[Any], labels: dict[int, Any]) -> dict[int, str]:
                 if id(v) in want and id(v) not in out:
                     out[id(v)] = f"{owner}{k}" if issubclass(type(k), str) else f"[{k!r}]"
         elif type(r) is FrameType:
-            if _skip_frame(r):
+            if not frame_locals or _skip_frame(r):
                 continue
             # Only frames that hold a finding's object are read (see `_namespaces`).
             for k, v in list(r.f_locals.items()):
@@ -576,23 +576,26 @@ def _name_of(labels: dict[int, Any], i: int) -> str | None:
 
 
 def process_report(top: int = 20, min_pin_bytes: int = PIN_MIN_BYTES,
-                   ns: dict[str, Any] | None = None) -> dict[str, Any]:
+                   ns: dict[str, Any] | None = None, frame_locals: bool = True) -> dict[str, Any]:
     """Every live tensor grouped by storage, per-device totals, top-N storages, named leaks.
 
     `ns` is the stopped frame's namespace (the client passes `locals()`), used for names.
+    `frame_locals=False` never reads a function frame's locals (a snapshot on Python <= 3.12:
+    see `_namespaces`); findings held only by a frame stay unnamed then.
     """
     # The walk builds ~one small object per tensor; with the collector on, each generation-0
     # threshold triggers collections that traverse the whole heap (half the run time at 100k).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _process_report(top, min_pin_bytes, ns)
+        return _process_report(top, min_pin_bytes, ns, frame_locals)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None) -> dict[str, Any]:
+def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
+                    frame_locals: bool = True) -> dict[str, Any]:
     torch = _torch()
     T = torch.Tensor
     objs = gc.get_objects()
@@ -727,7 +730,7 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None) -> 
 
     # One gc pass names whatever the namespaces above did not.
     names = _referrer_names([c for c, _ in containers] + [t for _, _, t in pins]
-                            + [t for t, _ in grad_owners], labels)
+                            + [t for t, _ in grad_owners], labels, frame_locals)
 
     for c, held in containers:
         name = names.get(id(c))
@@ -919,5 +922,5 @@ def frame_report_json(ns: dict[str, Any]) -> str:
 
 
 def process_report_json(top: int = 20, min_pin_bytes: int = PIN_MIN_BYTES,
-                        ns: dict[str, Any] | None = None) -> str:
-    return _json(process_report, top, min_pin_bytes, ns)
+                        ns: dict[str, Any] | None = None, frame_locals: bool = True) -> str:
+    return _json(process_report, top, min_pin_bytes, ns, frame_locals)

@@ -1,0 +1,249 @@
+"""`inspect --pid PID --snapshot`: a process report from a live target, with no debugger left in it.
+
+How one snapshot runs:
+1. A private directory (mkdtemp: 0700) gets the boot file (`snapshot_boot`: the probe's source
+   and the call that writes the report).
+2. gdb attaches with no shared-library symbols but libpython's and libc's (torch's libraries
+   would cost seconds), maps one page with `mmap`, writes the entry statement into it through
+   ptrace (no `malloc` in the target: another thread may hold its lock), and queues
+   `PyRun_SimpleString(page)` with `Py_AddPendingCall`, then detaches. The target was stopped
+   for that gdb session only.
+   On Python >= 3.14, the target's own interpreter runs `sys.remote_exec(pid, entry file)`
+   instead: the same entry statement, with no gdb at all.
+3. The main thread runs the pending call at its next safe point (between two bytecodes, holding
+   the GIL), so the report walks a consistent heap while the main thread waits; other threads
+   keep running whenever the walk releases the GIL.
+4. We wait for the 0600 report file, read it, and delete the directory. When it does not come
+   within the timeout (the main thread is in C code: a long kernel, a blocking call holding the
+   GIL), the directory goes first: the queued call then finds no boot file and does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stridelens.inspector import snapshot_boot
+from stridelens.inspector.session import InspectError
+
+GDB_TIMEOUT = 30.0  # attach + one call; seconds only when the symbols of libpython are large
+PAGE = 4096
+
+# gdb runs this with Python; it prints one STRIDELENS line that we parse.
+_GDB_SCRIPT = r'''
+import time
+import gdb
+t0 = time.perf_counter()
+
+def say(what, detail=""):
+    print("STRIDELENS " + what + " " + detail.replace("\n", " "), flush=True)
+
+def call(expr):
+    return int(gdb.parse_and_eval(expr))
+
+try:
+    for lib in ("libpython3", "libc\\.so", "libc-"):
+        gdb.execute("sharedlibrary " + lib, to_string=True)
+    try:
+        gdb.parse_and_eval("(long)&Py_AddPendingCall")
+        gdb.parse_and_eval("(long)&PyRun_SimpleString")
+    except gdb.error:
+        say("not-python")
+    else:
+        entry = open(ENTRY_FILE, "rb").read() + b"\0"
+        page = call("((void *(*)(void *, unsigned long, int, int, int, long))mmap)(0, %d, 3, 34, -1, 0)" % PAGE)
+        if page in (-1, 0) or page == (1 << 64) - 1:
+            say("mmap-failed")
+        else:
+            gdb.selected_inferior().write_memory(page, entry)
+            rc = call("((int (*)(void *, void *))Py_AddPendingCall)((void *)&PyRun_SimpleString, (void *)%d)" % page)
+            say("queued" if rc == 0 else "queue-full", "%.6f" % (time.perf_counter() - t0))
+except gdb.error as e:
+    say("gdb-error", str(e))
+gdb.execute("detach", to_string=True)
+'''
+
+
+@dataclass
+class Snapshot:
+    """One report read from the target, and what it cost the target."""
+
+    report: dict[str, Any]
+    target: dict[str, Any]
+    method: str  # "gdb" or "sys.remote_exec"
+    inject_s: float  # wall time of the injector (gdb attached: the target was stopped within it)
+    wait_s: float  # from queueing to the main thread starting the report
+    report_s: float  # the main thread ran the report (holding the GIL, except where torch releases it)
+    notes: list[str] = field(default_factory=list)
+
+    def timing(self) -> dict[str, Any]:
+        return {"method": self.method, "injector_s": round(self.inject_s, 4),
+                "wait_for_safe_point_s": round(self.wait_s, 4), "report_s": round(self.report_s, 4),
+                "main_thread_stopped_s": round(self.report_s + (self.inject_s if self.method == "gdb" else 0), 4)}
+
+
+def _python_version_of(pid: int) -> tuple[int, int] | None:
+    """The target's CPython version from its mapped libpython or its executable's name."""
+    names = []
+    with contextlib.suppress(OSError):
+        names.append(os.path.basename(os.readlink(f"/proc/{pid}/exe")))
+    with contextlib.suppress(OSError):
+        names.extend(line.rsplit("/", 1)[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+                     if "libpython" in line)
+    for n in names:
+        m = re.match(r"(?:lib)?python(\d)\.(\d+)", n)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return None
+
+
+def _check_target(pid: int) -> None:
+    if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
+        raise InspectError(f"no process with PID {pid}")
+    if pid == os.getpid():
+        raise InspectError("--snapshot of this stridelens process itself")
+
+
+def _ptrace_hint() -> str:
+    scope = None
+    with contextlib.suppress(OSError, ValueError):
+        scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
+    parts = []
+    if scope is not None and scope > 0:
+        parts.append(f"kernel.yama.ptrace_scope is {scope} (0 lets a process trace others of its user; "
+                     "`sudo sysctl kernel.yama.ptrace_scope=0`, or run as root)")
+    if os.geteuid() != 0:
+        parts.append("the target must run as your user, or stridelens as root / with CAP_SYS_PTRACE")
+    parts.append("in a container, ptrace needs --cap-add=SYS_PTRACE")
+    return "; ".join(parts)
+
+
+def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | None = None) -> Snapshot:
+    """One snapshot of PID; raises InspectError with a message when it cannot be taken, having
+    left nothing in the target that will run."""
+    _check_target(pid)
+    version = _python_version_of(pid)
+    use_remote_exec = version is not None and version >= (3, 14)
+    if not use_remote_exec and shutil.which("gdb") is None:
+        raise InspectError("--snapshot needs gdb on PATH (Debian/Ubuntu: apt-get install gdb); "
+                           "on Python >= 3.14 targets it uses sys.remote_exec instead")
+    with _private_dir(pid) as d:
+        queued = time.time()
+        boot = os.path.join(d, snapshot_boot.BOOT_NAME)
+        _write_private(boot, snapshot_boot.boot_source(d, top, min_pin_bytes, queued))
+        entry = os.path.join(d, "entry.py")
+        _write_private(entry, snapshot_boot.entry_statement(boot))
+        t0 = time.perf_counter()
+        if use_remote_exec:
+            method = "sys.remote_exec"
+            _remote_exec(pid, entry, python)
+        else:
+            method = "gdb"
+            _gdb_queue(pid, entry)
+        inject_s = time.perf_counter() - t0
+        raw = _wait_report(pid, os.path.join(d, snapshot_boot.REPORT_NAME), timeout, boot)
+    out = json.loads(raw)
+    body = out["body"]
+    if not body.get("ok"):
+        raise InspectError(body.get("error") or "the snapshot failed in the target")
+    timing = out["timing"]
+    return Snapshot(report=body["result"], target=out["target"], method=method, inject_s=inject_s,
+                    wait_s=max(0.0, timing["started_at"] - timing["queued_at"] - inject_s),
+                    report_s=float(timing["report_s"]))
+
+
+@contextlib.contextmanager
+def _private_dir(pid: int) -> Any:
+    d = tempfile.mkdtemp(prefix="stridelens-snapshot-")  # 0700, ours
+    try:
+        # Root snapshotting another user's process: that process must be able to write here.
+        st = os.stat(f"/proc/{pid}")
+        if os.geteuid() == 0 and st.st_uid != 0:
+            os.chown(d, st.st_uid, st.st_gid)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _write_private(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def _gdb_queue(pid: int, entry: str) -> None:
+    script = os.path.join(os.path.dirname(entry), "inject-gdb.py")
+    _write_private(script, f"ENTRY_FILE = {entry!r}\nPAGE = {PAGE}\n" + _GDB_SCRIPT)
+    # -iex runs before the attach: with -ex gdb would first read every library's symbols
+    # (torch's take over 10 s); libpython's and libc's are read by the script.
+    cmd = ["gdb", "-nx", "-q", "-batch", "-iex", "set auto-solib-add off", "-iex", "set auto-load off",
+           "-iex", "set confirm off", "-p", str(pid), "-x", script]
+    try:
+        out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=GDB_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        raise InspectError(f"gdb did not finish attaching to PID {pid} within {GDB_TIMEOUT:g} s") from e
+    text = out.stdout + out.stderr
+    said = re.search(r"^STRIDELENS (\S+) ?(.*)$", out.stdout, re.M)
+    if said is None:
+        if "ptrace: Operation not permitted" in text or "Could not attach" in text:
+            raise InspectError(f"ptrace is not permitted on PID {pid}: {_ptrace_hint()}")
+        if "No such process" in text:
+            raise InspectError(f"no process with PID {pid}")
+        tail = " / ".join(line for line in text.strip().splitlines()[-3:])
+        raise InspectError(f"gdb could not attach to PID {pid}: {tail}")
+    what, detail = said.group(1), said.group(2)
+    if what == "queued":
+        return
+    if what == "not-python":
+        raise InspectError(f"PID {pid} is not a Python process (no Py_AddPendingCall / PyRun_SimpleString in it)")
+    if what == "queue-full":
+        raise InspectError(f"PID {pid}: Python's pending-call queue is full (the main thread has not "
+                           "reached Python code for a while); nothing was queued")
+    raise InspectError(f"gdb failed in PID {pid} ({what}): {detail}")
+
+
+def _remote_exec(pid: int, entry: str, python: str | None) -> None:
+    # sys.remote_exec needs an interpreter of the target's own version: the target's executable.
+    exe = python or os.readlink(f"/proc/{pid}/exe")
+    code = "import sys; sys.remote_exec(int(sys.argv[1]), sys.argv[2])"
+    try:
+        out = subprocess.run([exe, "-I", "-c", code, str(pid), entry], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=GDB_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise InspectError(f"sys.remote_exec into PID {pid} failed: {e}") from e
+    if out.returncode != 0:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["?"]
+        if "PermissionError" in tail[0] or "Operation not permitted" in tail[0]:
+            raise InspectError(f"ptrace is not permitted on PID {pid}: {_ptrace_hint()}")
+        raise InspectError(f"sys.remote_exec into PID {pid} failed: {tail[0]}")
+
+
+def _wait_report(pid: int, path: str, timeout: float, boot: str) -> str:
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            return Path(path).read_text()
+        if not os.path.exists(f"/proc/{pid}"):
+            raise InspectError(f"PID {pid} exited before the snapshot ran")
+        if time.monotonic() > deadline:
+            # Disarm first: the queued call stays in the target and finds no boot file.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(boot)
+            with contextlib.suppress(FileNotFoundError):
+                return Path(path).read_text()  # it finished in between
+            raise InspectError(
+                f"PID {pid}: the main thread did not reach Python code within {timeout:g} s (it is in C "
+                "code: a long kernel, a blocking call, or an extension holding the GIL); the snapshot "
+                "was called off and will do nothing when the main thread gets there (--timeout S to wait longer)")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)

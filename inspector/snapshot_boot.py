@@ -1,0 +1,84 @@
+"""The code a snapshot runs inside the target, as text: a one-statement entry and a boot file.
+
+The entry is what gdb hands to `PyRun_SimpleString` (or `sys.remote_exec` runs): one `try`
+statement that binds no name in `__main__`, reads the boot file from the private directory and
+does nothing at all when that file is gone (the CLI removes it when it gives up waiting, so a
+call that runs late leaves no trace). The boot file execs the probe's own source (the same
+module `--memory` injects through debugpy) into a throw-away dict, writes the report JSON to a
+0600 file in the private directory, and undoes what it did: the dicts are cleared (their
+function/global cycles would otherwise wait for the next gc), modules that only its imports
+added are dropped from `sys.modules`. It starts no thread and sets no tracer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stridelens.inspector import probe as probe_module
+
+BOOT_NAME = "boot.py"
+REPORT_NAME = "report.json"
+# Modules the probe's imports (and the boot's) may add to a target that did not have them;
+# only these are dropped again (a module another thread imported meanwhile is left alone).
+OWN_MODULES = ("__future__", "heapq", "_heapq", "json", "json.decoder", "json.scanner", "json.encoder",
+               "_json", "itertools", "operator", "_operator")
+
+
+def entry_statement(boot_path: str) -> str:
+    """The single statement run in the target's main thread (short: it travels through gdb)."""
+    return (f"try:\n exec(compile(open({boot_path!r},'rb').read(),{boot_path!r},'exec'),"
+            f"{{'__name__':{probe_module.PRIVATE_NAME!r},'__builtins__':__builtins__}})\n"
+            "except Exception:\n pass\n")
+
+
+def boot_source(out_dir: str, top: int, min_pin_bytes: int, queued_at: float) -> str:
+    probe_src = Path(probe_module.__file__).read_text()
+    return _BOOT.format(name=probe_module.PRIVATE_NAME, src=probe_src, top=top, min_pin=min_pin_bytes,
+                        queued=queued_at, own=OWN_MODULES, out_dir=out_dir, report=REPORT_NAME)
+
+
+_BOOT = '''
+def _stridelens_snapshot():
+    import sys
+    before = set(sys.modules)
+    import json, os, time
+    started = time.time()
+    t0 = time.perf_counter()
+    ns = {{"__name__": {name!r}, "__builtins__": __builtins__}}
+    target = {{}}
+    try:
+        exec(compile({src!r}, "<stridelens-probe>", "exec"), ns)
+        torch = sys.modules.get("torch")
+        cuda = getattr(torch, "cuda", None)
+        target = {{"pid": os.getpid(), "python": sys.version.split()[0],
+                   "torch": getattr(torch, "__version__", None),
+                   "cuda_available": bool(cuda.is_available()) if cuda is not None else False,
+                   "cuda_initialized": bool(cuda.is_initialized()) if cuda is not None else False}}
+        del torch, cuda
+        # Frame locals stay unread on Python <= 3.12: reading them caches a dict on the frame
+        # that would keep the frame's tensors alive after the snapshot.
+        body = ns["process_report_json"]({top!r}, {min_pin!r}, None,
+                                         frame_locals=sys.version_info >= (3, 13))
+    except Exception as e:  # never raise into the user's program
+        body = json.dumps({{"ok": False, "error": f"snapshot failed: {{type(e).__name__}}: {{e}}"}})
+    finally:
+        ns.clear()
+    timing = {{"queued_at": {queued!r}, "started_at": started, "report_s": time.perf_counter() - t0}}
+    out = '{{"timing": ' + json.dumps(timing) + ', "target": ' + json.dumps(target) + ', "body": ' + body + '}}'
+    for name in set(sys.modules) - before:
+        if name in {own!r}:
+            del sys.modules[name]
+    path = os.path.join({out_dir!r}, {report!r})
+    fd = os.open(path + ".part", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, out.encode())
+    finally:
+        os.close(fd)
+    os.rename(path + ".part", path)
+
+
+try:
+    _stridelens_snapshot()
+finally:
+    globals().clear()
+'''
