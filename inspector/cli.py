@@ -16,7 +16,14 @@ from typing import Any
 
 from rich.console import Console
 
-from stridelens.inspector import explain_errors, grad_reports, rank_cli, reports
+from stridelens.inspector import (
+    cuda_report,
+    explain_errors,
+    grad_reports,
+    rank_cli,
+    reports,
+    step_diff,
+)
 from stridelens.inspector.probe import PIN_MIN_BYTES
 from stridelens.inspector.session import (
     Breakpoint,
@@ -35,6 +42,8 @@ examples:
   stridelens inspect --connect 127.0.0.1:5678 --memory --top 10 --format json
   stridelens inspect --pid 4242 --memory
   stridelens inspect --pid 4242 --snapshot --every 60 --count 5
+  stridelens inspect --launch train.py --break train.py:42 --diff-steps 5
+  stridelens inspect --pid 4242 --cuda-summary
   stridelens inspect --launch train.py --explain-errors
   stridelens inspect --all-ranks --launch --break train.py:42 -- torchrun --nproc-per-node 2 train.py
   stridelens inspect --all-ranks --pid 4242 --samples 3 --interval 2
@@ -73,6 +82,8 @@ def register(commands: Any) -> None:
                         "and the in-place op that changed it, with their lines (slows every op)")
     grad_reports.add_arguments(p)
     add_snapshot_arguments(p)
+    step_diff.add_arguments(p)
+    cuda_report.add_arguments(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
     after = p.add_mutually_exclusive_group()
     after.add_argument("--continue", dest="kill", action="store_false",
@@ -126,7 +137,9 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         raise UsageError("--top must be >= 0")
     if args.script_args and not args.launch:
         raise UsageError(f"unexpected arguments: {' '.join(args.script_args)}")
-    if not (args.expr or args.frame or args.memory or grad_reports.requested(args)):
+    step_diff.check_usage(args)
+    if not (args.expr or args.frame or args.memory or grad_reports.requested(args)
+            or step_diff.requested(args) or cuda_report.requested(args)):
         args.frame = True
 
     with Session(timeout=args.timeout) as s, _status(err, "starting") as status:
@@ -147,6 +160,7 @@ def _run(args: argparse.Namespace, err: Console) -> int:
             s.pause()
         s.progress("injecting the probe")
         target = s.ensure_probe()
+        diff = step_diff.run_steps(s, args)  # moves the target on to the second stop
         report: dict[str, Any] = {
             "target": target,
             "stop": {"reason": s.stop_reason, "path": (s.frame.get("source") or {}).get("path"),
@@ -169,6 +183,9 @@ def _run(args: argparse.Namespace, err: Console) -> int:
             s.progress("walking live tensors")
             report["memory"] = s.process_report(args.top, args.min_pin_bytes)
         failed = grad_reports.collect(s, args, report) or failed
+        cuda_report.collect(s, args, report)
+        if diff is not None:
+            report["diff_steps"] = diff
         _print_and_leave(s, args, report, status, _print_reports)
     return 1 if failed else 0
 
@@ -176,6 +193,8 @@ def _run(args: argparse.Namespace, err: Console) -> int:
 def _print_reports(report: dict[str, Any], out: Console) -> None:
     reports.print_text(report, out)
     grad_reports.print_text(report, out)
+    step_diff.print_text(report, out)
+    cuda_report.print_text(report, out)
 
 
 def _print_and_leave(
@@ -199,7 +218,8 @@ def _run_explain(args: argparse.Namespace, err: Console) -> int:
         raise UsageError("--explain-errors needs --launch SCRIPT (recording starts before its first line)")
     given = [flag for flag, on in (("--break", args.breaks), ("--pause", args.pause), ("--expr", args.expr),
                                    ("--frame", args.frame), ("--memory", args.memory), ("--stats", args.stats),
-                                   ("--grads", args.grads), ("--graph", args.graph))
+                                   ("--grads", args.grads), ("--graph", args.graph),
+                                   ("--diff-steps", args.diff_steps), ("--cuda-summary", args.cuda_summary))
              if on]
     if given:
         raise UsageError(f"--explain-errors stops at the error by itself; drop {', '.join(given)}")

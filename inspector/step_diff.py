@@ -1,0 +1,207 @@
+"""`inspect --diff-steps N`: stop at the breakpoint, run on until it has been hit N more times,
+and report the storages that are new and still alive at the second stop, grouped by what keeps
+them, with each keeper's bytes at every stop and whether they grow linearly.
+
+A step is one more hit of the breakpoint the first stop was at (hits of other --break lines
+do not count). At every hit the diff probe (`diff_probe.py`, in the debuggee) walks the live
+storages and names their keepers; the shape of each keeper's bytes over the N+1 stops is read
+with one rule (`shape`):
+
+    growth = bytes at the last stop - bytes at the first; tol = 1% of the largest
+    |growth| <= tol: flat; growth < -tol: shrinking; N < 2: grows (shape unknown)
+    every step's change within 25% (+tol) of growth / N: linear
+    the first step's change carries the growth and the later ones are within tol: once
+    otherwise: irregular
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from stridelens.inspector import diff_probe
+from stridelens.server.units import human_bytes, plural
+
+LINEAR_SLACK = 0.25  # a step's change may differ this much from the mean step and still be linear
+TOL_FRACTION = 0.01  # changes below this fraction of the keeper's bytes are noise
+GROUPS_SHOWN = 12  # text: keepers listed (JSON has all)
+
+SHAPE_SHORT = {"linear": "linear", "once": "once (first step)", "irregular": "irregular",
+               "grows": "grows", "flat": "flat", "shrinking": "shrinks"}
+SHAPE_TEXT = {
+    "linear": "grows linearly",
+    "once": "grew once, in the first step, then stayed",
+    "irregular": "grows, not linearly",
+    "grows": "grows (two stops cannot tell a line from a jump: use --diff-steps 2 or more)",
+    "flat": "flat",
+    "shrinking": "shrinks",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--diff-steps", type=int, default=0, metavar="N",
+                   help="stop at the breakpoint, continue until it has been hit N more times, and report "
+                        "the storages new and alive at the second stop, grouped by what keeps them, with "
+                        "growth per step and whether it is linear")
+
+
+def requested(args: argparse.Namespace) -> bool:
+    return bool(args.diff_steps)
+
+
+def check_usage(args: argparse.Namespace) -> None:
+    from stridelens.inspector.session import UsageError
+
+    if args.diff_steps < 0:
+        raise UsageError("--diff-steps must be >= 1")
+    if args.diff_steps and (args.pause or not args.breaks):
+        raise UsageError("--diff-steps N needs --break FILE:LINE (a step is one more hit of that breakpoint)")
+
+
+def _call(s: Any, call: str) -> Any:
+    return s.call_probe(call, module=diff_probe.PRIVATE_NAME)
+
+
+def _where(s: Any) -> tuple[str | None, int | None]:
+    return (s.frame.get("source") or {}).get("path"), s.frame.get("line")
+
+
+def run_steps(s: Any, args: argparse.Namespace) -> dict[str, Any] | None:
+    """At the first stop (probe injected): record, step N hits on, record each, compare.
+    Leaves the target stopped at the second stop; None when --diff-steps was not asked for."""
+    from stridelens.inspector.dap_client import DapTimeout
+    from stridelens.inspector.session import InspectError
+
+    n = int(args.diff_steps)
+    if not n:
+        return None
+    s.inject(diff_probe.__file__, diff_probe.PRIVATE_NAME, diff_probe.FILENAME)
+    first_stop = _where(s)
+    s.progress("recording the first stop")
+    _call(s, "begin_json(locals())")
+    hits = 0
+    while hits < n:
+        s.resume()
+        s.progress(f"running to hit {hits + 1} of {n}")
+        try:
+            code = s.next_stop(timeout=args.timeout)
+        except DapTimeout:
+            raise InspectError(f"--diff-steps {n}: the breakpoint was hit {hits} of {n} more times "
+                               f"within {args.timeout:g} s (raise --timeout, or use a smaller N)") from None
+        if code is not None:
+            raise InspectError(f"--diff-steps {n}: the target exited (exit code {code}) after "
+                               f"{plural(hits, 'step')} of {n}")
+        if _where(s) != first_stop:
+            continue  # another --break line: not a step
+        hits += 1
+        s.progress(f"recording step {hits} of {n}")
+        if hits < n:
+            _call(s, "sample_json(locals())")
+    return analyze(_call(s, "end_json(locals())"))
+
+
+def shape(curve: list[int]) -> str:
+    """The module docstring's rule, on bytes at each stop."""
+    steps = len(curve) - 1
+    growth = curve[-1] - curve[0]
+    tol = TOL_FRACTION * max(curve, default=0)
+    if abs(growth) <= tol:
+        return "flat"
+    if growth < 0:
+        return "shrinking"
+    if steps < 2:
+        return "grows"
+    deltas = [b - a for a, b in itertools.pairwise(curve)]
+    mean = growth / steps
+    if all(abs(d - mean) <= LINEAR_SLACK * mean + tol for d in deltas):
+        return "linear"
+    if abs(deltas[0] - growth) <= tol and all(abs(d) <= tol for d in deltas[1:]):
+        return "once"
+    return "irregular"
+
+
+def analyze(d: dict[str, Any]) -> dict[str, Any]:
+    """Growth per step and shape for the process and for each keeper; keepers with new or
+    growing storages first, largest growth first."""
+    steps = d["steps"]
+    for g in d["groups"]:
+        curve = g["bytes_by_stop"]
+        g["growth_bytes"] = curve[-1] - curve[0]
+        g["growth_per_step"] = g["growth_bytes"] / steps
+        g["shape"] = shape(curve)
+        if g["shape"] == "once" and g["kind"] == diff_probe.OPTIMIZER:
+            g["note"] = "optimizer state created by the first step(): expected once, not a leak"
+        elif g["shape"] == "flat" and g["new_storages"] and g["bytes_by_stop"][0]:
+            g["note"] = (f"{plural(g['new_storages'], 'storage')} replaced since the first stop, "
+                         "the same bytes: a cache or buffer that is refilled, not a leak")
+        elif g["shape"] == "linear":
+            g["note"] = f"a leak: {human_bytes(g['growth_per_step'])} more every step"
+        else:
+            g["note"] = None
+    d["groups"].sort(key=lambda g: (g["shape"] != "linear", not (g["growth_bytes"] > 0 or g["new_storages"] > 0),
+                                    -g["growth_bytes"], -g["new_bytes"], g["keeper"]))
+    curve = [st["bytes"] for st in d["stops"]]
+    d["growth_bytes"] = curve[-1] - curve[0]
+    d["growth_per_step"] = d["growth_bytes"] / steps
+    d["shape"] = shape(curve)
+    d["linear_keepers"] = [g["keeper"] for g in d["groups"] if g["shape"] == "linear"]
+    d["rule"] = {"linear_slack": LINEAR_SLACK, "tolerance_fraction": TOL_FRACTION}
+    return d
+
+
+# ---------------------------------------------------------------- text
+
+
+def _curve_text(curve: list[int]) -> str:
+    if len(curve) <= 3:
+        return " → ".join(human_bytes(b) for b in curve)
+    return f"{human_bytes(curve[0])} → {human_bytes(curve[1])} … {human_bytes(curve[-1])}"
+
+
+def group_text(d: dict[str, Any]) -> Group:
+    n = d["steps"]
+    first, last = d["stops"][0], d["stops"][-1]
+    head = Text.assemble(
+        ("Step diff", "bold"), f" over {plural(n, 'step')} (the breakpoint hit {n} more "
+        f"{'time' if n == 1 else 'times'}): live storages {human_bytes(first['bytes'])} → "
+        f"{human_bytes(last['bytes'])} ({'+' if d['growth_bytes'] >= 0 else '−'}"
+        f"{human_bytes(abs(d['growth_bytes']))}, {human_bytes(d['growth_per_step'])} per step; "
+        f"{SHAPE_TEXT[d['shape']]})")
+    parts: list[Any] = [head, Text(
+        f"{plural(d['new_storages'], 'storage')} new and alive at the second stop "
+        f"({human_bytes(d['new_bytes'])}); {plural(d['freed_storages'], 'storage')} of the first stop freed "
+        f"({human_bytes(d['freed_bytes'])})", style="dim")]
+    t = Table(box=box.SIMPLE_HEAD, title="What keeps them (bytes at each stop)", title_justify="left")
+    for col in ("kept by", "kind", "new", "bytes per stop", "per step", "shape"):
+        t.add_column(col, justify="right" if col in ("new", "per step") else "left",
+                     no_wrap=col in ("kept by", "kind"))
+    shown = [g for g in d["groups"] if g["new_storages"] or g["growth_bytes"]][:GROUPS_SHOWN]
+    for g in shown:
+        style = "bold red" if g["shape"] == "linear" else "green" if g["shape"] == "flat" else "yellow"
+        per = g["growth_per_step"]
+        t.add_row(Text(g["keeper"], style="bold"), g["kind"].replace("_", " "),
+                  f"{g['new_storages']} ({human_bytes(g['new_bytes'])})", _curve_text(g["bytes_by_stop"]),
+                  ("+" if per >= 0 else "−") + human_bytes(abs(per)), Text(SHAPE_SHORT[g["shape"]], style=style))
+    if shown:
+        parts.append(t)
+    else:
+        parts.append(Text("No storage is new at the second stop and no keeper grew.", style="green"))
+    for g in shown:
+        # variables and gradients refilled each step are the normal case: no note in the text
+        if g["note"] and (g["shape"] != "flat" or g["kind"] == diff_probe.CONTAINER):
+            parts.append(Text.assemble(("  • ", "bold"), (g["keeper"], "bold"), f": {g['note']}"))
+    rest = len([g for g in d["groups"] if g["new_storages"] or g["growth_bytes"]]) - len(shown)
+    if rest > 0:
+        parts.append(Text(f"… {plural(rest, 'more keeper')} (see --format json)", style="dim"))
+    return Group(*parts)
+
+
+def print_text(report: dict[str, Any], console: Console) -> None:
+    if "diff_steps" in report:
+        console.print(group_text(report["diff_steps"]))

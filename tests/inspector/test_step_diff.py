@@ -1,0 +1,87 @@
+"""`inspect --diff-steps N` end to end through real debugpy: a list that grows every step and a
+cache that is refilled every step are told apart, and Adam's state is seen appearing once."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from stridelens.inspector import step_diff
+
+from .conftest import REPO, marker_line
+
+pytestmark = pytest.mark.timeout(180)
+
+FIXTURE = REPO / "tests" / "fixtures" / "steps" / "grow_vs_cache.py"
+
+
+def by_keeper(d: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {g["keeper"]: g for g in d["groups"]}
+
+
+def text(report: dict[str, Any]) -> str:
+    console = Console(record=True, width=160, file=io.StringIO())
+    step_diff.print_text(report, console)
+    return console.export_text()
+
+
+def test_growing_list_and_refilled_cache_are_told_apart(inspect_cli: Any) -> None:
+    # First stop after two steps: the cache and Adam's state exist already.
+    res = inspect_cli("--launch", str(FIXTURE), "--break", f"{FIXTURE}:{marker_line(FIXTURE)}:step >= 2",
+                      "--diff-steps", "3", "--format", "json")
+    assert res.rc == 0, res.err
+    report = res.json()
+    d = report["diff_steps"]
+    assert d["steps"] == 3 and len(d["stops"]) == 4
+    g = by_keeper(d)
+    history, cache = g["history"], g["cache"]
+    assert history["kind"] == cache["kind"] == "container"
+    # history: one (256, 8) float32 output per step, kept.
+    assert history["bytes_by_stop"] == [2 * 8192, 3 * 8192, 4 * 8192, 5 * 8192]
+    assert history["growth_per_step"] == 8192 and history["shape"] == "linear"
+    assert history["new_storages"] == 3 and history["new_bytes_by_step"] == [8192, 8192, 8192]
+    # cache: a new (256, 32) batch every step, the old one freed: new storage, no growth.
+    assert cache["bytes_by_stop"] == [32768] * 4 and cache["shape"] == "flat"
+    assert cache["new_storages"] == 1 and cache["growth_bytes"] == 0
+    assert "refilled, not a leak" in cache["note"]
+    assert g["opt"]["kind"] == "optimizer_state" and g["opt"]["shape"] == "flat"
+    assert d["linear_keepers"] == ["history"]
+    assert d["groups"][0]["keeper"] == "history"  # the leak first
+    # The other reports are of the second stop.
+    assert report["stop"]["line"] == marker_line(FIXTURE)
+    out = text(report)
+    assert "history: a leak: 8.0 KiB more every step" in out
+    assert "cache: 1 storage replaced since the first stop" in out
+
+
+def test_optimizer_state_appears_after_the_first_step(inspect_cli: Any) -> None:
+    res = inspect_cli("--launch", str(FIXTURE), "--break", f"{FIXTURE}:{marker_line(FIXTURE)}",
+                      "--diff-steps", "3", "--format", "json")
+    assert res.rc == 0, res.err
+    g = by_keeper(res.json()["diff_steps"])
+    opt = g["opt"]
+    assert opt["kind"] == "optimizer_state" and opt["shape"] == "once"
+    assert opt["bytes_by_stop"][0] == 0 and opt["bytes_by_stop"][1] == opt["bytes_by_stop"][-1] > 0
+    assert "expected once, not a leak" in opt["note"]
+    assert g["history"]["shape"] == "linear"
+    assert g["model.0.weight.grad"]["kind"] == "gradient"
+
+
+def test_diff_steps_needs_a_breakpoint_and_reports_an_early_exit(inspect_cli: Any) -> None:
+    res = inspect_cli("--launch", str(FIXTURE), "--break", f"{FIXTURE}:{marker_line(FIXTURE)}",
+                      "--diff-steps", "50")
+    assert res.rc == 1 and "the target exited (exit code 0) after 11 steps of 50" in res.err, res.err
+    res = inspect_cli("--connect", "127.0.0.1:9", "--diff-steps", "2")
+    assert res.rc == 2 and "--diff-steps N needs --break" in res.err
+
+
+@pytest.mark.parametrize(("curve", "expected"), [
+    ([0, 10, 20, 30], "linear"), ([5, 5, 5], "flat"), ([0, 30, 30, 30], "once"),
+    ([0, 1, 2, 30], "irregular"), ([0, 8], "grows"), ([30, 20, 10], "shrinking"),
+    ([1000, 1004, 1008, 1012], "linear"),
+])
+def test_shape_rule(curve: list[int], expected: str) -> None:
+    assert step_diff.shape(curve) == expected
