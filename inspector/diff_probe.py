@@ -63,8 +63,9 @@ def _key(probe: Any, t: Any) -> tuple[str, int] | None:
         s = t.untyped_storage()
     except probe._TORCH_ERRORS:  # sparse & co: no single storage
         return None
-    ptr, dev = probe._fast_key(s, t)
-    return f"{t.device}@{ptr:#x}" if dev != -2 else f"{t.device}#{ptr:#x}", int(s.nbytes())
+    ptr = s.data_ptr()
+    # Meta and empty storages all have address 0: the StorageImpl address tells them apart.
+    return f"{t.device}@{ptr:#x}" if ptr else f"{t.device}#{s._cdata:#x}", int(s.nbytes())
 
 
 class _Live:

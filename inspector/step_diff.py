@@ -95,8 +95,8 @@ def run_steps(s: Any, args: argparse.Namespace) -> dict[str, Any] | None:
             raise InspectError(f"--diff-steps {n}: the breakpoint was hit {hits} of {n} more times "
                                f"within {args.timeout:g} s (raise --timeout, or use a smaller N)") from None
         if code is not None:
-            raise InspectError(f"--diff-steps {n}: the target exited (exit code {code}) after "
-                               f"{plural(hits, 'step')} of {n}")
+            known = f" (exit code {code})" if code != -1 else ""
+            raise InspectError(f"--diff-steps {n}: the target exited{known} after {plural(hits, 'step')} of {n}")
         if _where(s) != first_stop:
             continue  # another --break line: not a step
         hits += 1
@@ -164,6 +164,15 @@ def _curve_text(curve: list[int]) -> str:
     return f"{human_bytes(curve[0])} → {human_bytes(curve[1])} … {human_bytes(curve[-1])}"
 
 
+def _per_step_text(g: dict[str, Any]) -> str:
+    if g["shape"] == "flat":
+        return "0 B"
+    if g["shape"] == "once":
+        return f"+{human_bytes(g['growth_bytes'])} once"
+    per = g["growth_per_step"]
+    return ("+" if per >= 0 else "−") + human_bytes(abs(per))
+
+
 def group_text(d: dict[str, Any]) -> Group:
     n = d["steps"]
     first, last = d["stops"][0], d["stops"][-1]
@@ -184,10 +193,9 @@ def group_text(d: dict[str, Any]) -> Group:
     shown = [g for g in d["groups"] if g["new_storages"] or g["growth_bytes"]][:GROUPS_SHOWN]
     for g in shown:
         style = "bold red" if g["shape"] == "linear" else "green" if g["shape"] == "flat" else "yellow"
-        per = g["growth_per_step"]
         t.add_row(Text(g["keeper"], style="bold"), g["kind"].replace("_", " "),
                   f"{g['new_storages']} ({human_bytes(g['new_bytes'])})", _curve_text(g["bytes_by_stop"]),
-                  ("+" if per >= 0 else "−") + human_bytes(abs(per)), Text(SHAPE_SHORT[g["shape"]], style=style))
+                  _per_step_text(g), Text(SHAPE_SHORT[g["shape"]], style=style))
     if shown:
         parts.append(t)
     else:
