@@ -21,6 +21,10 @@ import gc
 import heapq
 import json
 import sys
+from collections import Counter
+from functools import partial
+from itertools import compress, islice, repeat
+from operator import attrgetter, is_not, not_
 from types import FrameType
 from types import GetSetDescriptorType as GetSetType
 from typing import Any
@@ -32,6 +36,7 @@ GRAPH_NODE_LIMIT = 2_000_000  # bound on any autograd-graph walk
 CONTAINER_ITEMS = 64  # tensors looked at inside one list/dict of a frame
 PIN_MIN_BYTES = 1 << 20  # a storage smaller than this is not worth a "view pins" finding
 PIN_MAX_USED = 0.5  # ... nor one whose live views use at least this fraction
+NAMED_LIMIT = 100  # names with the most bytes in a process report's `named` totals
 
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 # What torch raises for facts a tensor kind does not have (sparse strides, nested sizes, a
@@ -461,10 +466,18 @@ def _namespaces(ns: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _label_objects(torch: Any, ns: dict[str, Any] | None) -> dict[int, Any]:
-    """id(object) -> name for tensors and containers reachable one or two steps from names."""
-    labels: dict[int, Any] = {}
+def _label_objects(torch: Any, ns: dict[str, Any] | None, tensor_types: set[type] | None = None,
+                   held: dict[str, list[int]] | None = None) -> dict[int, Any]:
+    """id(object) -> name for tensors and containers reachable one or two steps from names.
+
+    With `held`, each named list/tuple/dict also gets the ids of the tensors in it (for totals
+    per container). Items of large containers are labelled in C (compress/zip, no bytecode per
+    item): a list of 1M tensors costs what reading it costs.
+    """
+    labels = _Labels()
     T = torch.Tensor
+    tt = tensor_types if tensor_types is not None else {T, getattr(torch.nn, "Parameter", T)}
+    is_tensor = tt.__contains__
     Module = getattr(torch.nn, "Module", None)
     Optimizer = getattr(getattr(torch, "optim", None), "Optimizer", None)
     for prefix, space in _namespaces(ns):
@@ -478,10 +491,15 @@ def _label_objects(torch: Any, ns: dict[str, Any] | None) -> dict[int, Any]:
                 labels[id(v)] = label
             elif type(v) in (list, tuple, dict):
                 labels[id(v)] = label
-                items = v.items() if type(v) is dict else enumerate(v)
-                for k, x in items:
-                    if issubclass(type(x), T) and id(x) not in labels:
-                        labels[id(x)] = (label, k)  # formatted only when used
+                values = list(v.values()) if type(v) is dict else v
+                picks = list(map(is_tensor, map(type, values)))
+                ids = list(compress(map(id, values), picks))
+                if not ids:
+                    continue
+                keys = compress(v.keys() if type(v) is dict else range(len(v)), picks)
+                labels.containers.append((label, dict(zip(ids, keys, strict=True))))
+                if held is not None:
+                    held.setdefault(label, []).extend(ids)
             elif Module is not None and issubclass(type(v), Module):
                 for pname, p in v.named_parameters():
                     labels.setdefault(id(p), f"{label}.{pname}")
@@ -494,6 +512,32 @@ def _label_objects(torch: Any, ns: dict[str, Any] | None) -> dict[int, Any]:
                         if issubclass(type(x), T):
                             labels.setdefault(id(x), f"{label}.state[{pl}][{k!r}]")
     return labels
+
+
+class _Labels(dict):  # type: ignore[type-arg]
+    """id(object) -> name (a str, or (container name, key) formatted only when used).
+
+    Items of named containers live in one {id: key} dict per container, consulted on lookup
+    (few lookups: top-N members, bases, findings): a list of 1M tensors costs one dict built in
+    C, not 1M label tuples merged here.
+    The first name wins, as names are met (module parameters' names over container items).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.containers: list[tuple[str, dict[int, Any]]] = []
+
+    def get(self, i: int, default: Any = None) -> Any:
+        v = dict.get(self, i)
+        if v is not None:
+            return v
+        for label, index in self.containers:
+            if i in index:
+                return (label, index[i])
+        return default
+
+    def __contains__(self, i: object) -> bool:
+        return dict.__contains__(self, i) or any(i in index for _, index in self.containers)
 
 
 def _referrer_names(objs: list[Any], labels: dict[int, Any], frame_locals: bool = True) -> dict[int, str]:
@@ -538,7 +582,7 @@ class _Group:
 
     __slots__ = ("by_graph", "device", "key", "members", "nbytes")
 
-    def __init__(self, key: tuple[int, int], nbytes: int, device: str | None) -> None:
+    def __init__(self, key: int, nbytes: int, device: str | None) -> None:
         self.key = key
         self.nbytes = nbytes
         self.device = device
@@ -546,14 +590,13 @@ class _Group:
         self.by_graph = False
 
     def key_str(self) -> str:
-        ptr, dev = self.key
-        return f"{self.device}@{ptr:#x}" if dev != -2 else f"{self.device}#{ptr:#x}"
+        return f"{self.device}@{self.key:#x}" if self.key > 0 else f"{self.device}#{-self.key:#x}"
 
 
-def _fast_key(s: Any, t: Any) -> tuple[int, int]:
-    ptr = s.data_ptr()
-    # CPU and CUDA share one virtual address space; meta/empty storages have ptr 0.
-    return (ptr, t.get_device()) if ptr else (s._cdata, -2)
+def _fast_key(s: Any) -> int:
+    """A storage's data address; CPU and CUDA share one virtual address space. Meta and empty
+    storages all have address 0: minus their StorageImpl address tells them apart."""
+    return s.data_ptr() or -s._cdata
 
 
 def _used_bytes(g: _Group, exclude: set[int]) -> int:
@@ -576,95 +619,120 @@ def _name_of(labels: dict[int, Any], i: int) -> str | None:
 
 
 def process_report(top: int = 20, min_pin_bytes: int = PIN_MIN_BYTES,
-                   ns: dict[str, Any] | None = None, frame_locals: bool = True) -> dict[str, Any]:
+                   ns: dict[str, Any] | None = None, frame_locals: bool = True,
+                   named: bool = False) -> dict[str, Any]:
     """Every live tensor grouped by storage, per-device totals, top-N storages, named leaks.
 
     `ns` is the stopped frame's namespace (the client passes `locals()`), used for names.
     `frame_locals=False` never reads a function frame's locals (a snapshot on Python <= 3.12:
-    see `_namespaces`); findings held only by a frame stay unnamed then.
+    see `_namespaces`); findings held only by a frame stay unnamed then. `named=True` adds the
+    bytes per name over every storage (`named`: what periodic snapshots diff).
     """
     # The walk builds ~one small object per tensor; with the collector on, each generation-0
     # threshold triggers collections that traverse the whole heap (half the run time at 100k).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _process_report(top, min_pin_bytes, ns, frame_locals)
+        return _process_report(top, min_pin_bytes, ns, frame_locals, named)
     finally:
         if was_enabled:
             gc.enable()
 
 
 def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
-                    frame_locals: bool = True) -> dict[str, Any]:
+                    frame_locals: bool = True, named: bool = False) -> dict[str, Any]:
     torch = _torch()
     T = torch.Tensor
+    # Where the time goes (100k small tensors, CPU time): the walk over gc.get_objects() and
+    # one storage object per tensor dominate; every per-tensor fact is read with map() over a
+    # C method (no bytecode per tensor), and per-storage Python work is done only for the
+    # storages a report shows (top-N, pin candidates, storages graphs saved).
     objs = gc.get_objects()
-    tensors = [o for o in objs if type(o) is T or issubclass(type(o), T)]
-    tensor_ids = {id(t) for t in tensors}
+    tensor_types = {tp for tp in set(map(type, objs)) if issubclass(tp, T)}
+    tensors = list(compress(objs, map(tensor_types.__contains__, map(type, objs))))
+    storages = _storages_of(tensors)
+    # `is` tests only: an empty storage is falsy, and == on a tensor is an elementwise op.
+    has_storage = list(map(is_not, storages, repeat(None)))
+    no_storage = len(storages) - sum(has_storage)
+    if no_storage:  # sparse & co: no single storage
+        ts = list(compress(tensors, has_storage))
+        storages = list(compress(storages, has_storage))
+    else:
+        ts = tensors
+    base = torch._C.StorageBase
+    keys = list(map(base.data_ptr, storages))
+    sbytes: dict[int, int] = dict(zip(keys, map(base.nbytes, storages), strict=True))
+    dev_index = list(map(T.get_device, ts))  # -1 on CPU
+    odd_code: dict[str, int] = {}  # address-0 storages' devices (meta, ...): their own codes
+    if 0 in keys:
+        del sbytes[0]
+        for i in compress(range(len(keys)), map(not_, keys)):
+            keys[i] = -storages[i]._cdata
+            sbytes[keys[i]] = storages[i].nbytes()
+            dev_index[i] = odd_code.setdefault(str(ts[i].device), -1000 - len(odd_code))
+    del storages
+    # A device name per device code, from one tensor that has it.
+    dev_name = {i: str(ts[dev_index.index(i)].device) for i in set(dev_index)}
+    extra_dev: dict[int, int] = {}  # storage key -> device code, for storages added below
 
-    groups: dict[tuple[int, int], _Group] = {}
-    no_storage = 0
+    # Autograd state: only tensors that require grad need a closer look.
+    rg = list(map(attrgetter("requires_grad"), ts))
     graph_roots: list[Any] = []
     grads: list[tuple[Any, Any]] = []
-    base_ids: set[int] = set()  # tensors that are some view's `_base`
-
-    # The hot loop: ~2 µs per tensor. Keep attribute reads to what every tensor needs.
-    for t in tensors:
-        try:
-            s = t.untyped_storage()
-        except _TORCH_ERRORS:  # sparse & co
-            no_storage += 1
-            continue
-        key = _fast_key(s, t)
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = _Group(key, s.nbytes(), None)
-        g.members.append(t)
-        if t.requires_grad:
-            if t.grad_fn is not None:
-                graph_roots.append(t)
-            elif t.grad is not None:
+    for t in compress(ts, rg):
+        if t.grad_fn is not None:
+            graph_roots.append(t)
+            if t.retains_grad and t.grad is not None:
                 grads.append((t, t.grad))
-        elif (t.is_leaf or t.retains_grad) and t.grad is not None:
+        elif t.grad is not None:
             grads.append((t, t.grad))
-        b = t._base
-        if b is not None:
-            base_ids.add(id(b))
-    for t in graph_roots:
-        if t.retains_grad and t.grad is not None:
-            grads.append((t, t.grad))
-    del s, t, b
+    plain = list(compress(ts, map(not_, rg)))  # never require grad: leaves, .grad reads no warning
+    plain_grads = list(map(attrgetter("grad"), plain))
+    if any(map(is_not, plain_grads, repeat(None))):
+        grads.extend((t, g) for t, g in zip(plain, plain_grads, strict=True) if g is not None)
+    del rg, plain, plain_grads
+    base_ids = set(map(id, filter(partial(is_not, None), map(attrgetter("_base"), ts))))
+    # Grads with no Python object before this walk (reading .grad made one): their storages,
+    # unless a tensor seen above has the same storage.
+    extra: dict[int, list[Any]] = {}
+    t = None
     for _t, gr in grads:
-        if id(gr) not in tensor_ids:  # a grad with no Python object yet: count its storage
-            try:
-                s = gr.untyped_storage()
-            except _TORCH_ERRORS:
-                continue
-            key = _fast_key(s, gr)
-            g = groups.get(key)
-            if g is None:
-                g = groups[key] = _Group(key, s.nbytes(), None)
-            g.members.append(gr)
-    for g in groups.values():
-        if g.device is None:
-            g.device = str(g.members[0].device)
+        try:
+            st = gr.untyped_storage()
+        except _TORCH_ERRORS:
+            continue
+        key = _fast_key(st)
+        if key not in sbytes or key in extra:
+            if key not in sbytes:
+                sbytes[key] = st.nbytes()
+                dname = str(gr.device)
+                code = gr.get_device() if key > 0 else odd_code.setdefault(dname, -1000 - len(odd_code))
+                dev_name.setdefault(code, dname)
+                extra_dev[key] = code
+            extra.setdefault(key, []).append(gr)
+        del st
 
     # Tensors saved by live autograd graphs (often no Python object holds them).
+    graph_only: dict[int, tuple[int, str]] = {}  # storages no live tensor has
+    by_graph: set[int] = set()
     seen_nodes: dict[int, Any] = {}
-    root_saved: dict[int, dict[tuple[int, int], int]] = {}
-    current: dict[tuple[int, int], int] = {}
+    root_saved: dict[int, dict[int, int]] = {}
+    current: dict[int, int] = {}
 
     def on_saved(_node: Any, st: Any) -> None:
         try:
             s = st.untyped_storage()
         except _TORCH_ERRORS:
             return
-        key = _fast_key(s, st)
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = _Group(key, s.nbytes(), str(st.device))
-        g.by_graph = True
-        current[key] = g.nbytes
+        key = _fast_key(s)
+        nbytes = sbytes.get(key)
+        if nbytes is None:
+            got = graph_only.get(key)
+            if got is None:
+                got = graph_only[key] = (s.nbytes(), str(st.device))
+            nbytes = got[0]
+        by_graph.add(key)
+        current[key] = nbytes
 
     owner: dict[int, int] = {}  # node id -> index of the root whose walk reached it first
     parent: list[int] = []  # union-find over roots: graphs sharing nodes are one graph
@@ -686,14 +754,40 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
             parent[find(j)] = find(i)
         root_saved[id(t)] = current
     root_component = {id(t): find(i) for i, t in enumerate(graph_roots)}
-    component_saved: dict[int, dict[tuple[int, int], int]] = {}
+    component_saved: dict[int, dict[int, int]] = {}
     for rid, comp in root_component.items():
         component_saved.setdefault(comp, {}).update(root_saved[rid])
     graph_nodes = len(seen_nodes)
     seen_nodes.clear()
     owner.clear()
 
-    labels = _label_objects(torch, ns)
+    one_device = len(dev_name) == 1
+    key_dev: dict[int, int] = {} if one_device else {**dict(zip(keys, dev_index, strict=True)), **extra_dev}
+    only_name = next(iter(dev_name.values()), "cpu")
+
+    def device_of(key: int) -> str:
+        return only_name if one_device else dev_name[key_dev[key]]
+
+    # The storages the report shows get their tensors: the top-N and the pin candidates.
+    top_keys = _largest(max(0, top), sbytes, {k: v[0] for k, v in graph_only.items()})
+    wanted = {k for k, n in sbytes.items() if n >= min_pin_bytes} if min_pin_bytes > 0 else set(sbytes)
+    wanted.update(top_keys)
+    groups: dict[int, _Group] = {}
+    for k in wanted:
+        graph_dev = graph_only.get(k)
+        g = groups[k] = (_Group(k, sbytes[k], device_of(k)) if graph_dev is None
+                         else _Group(k, graph_dev[0], graph_dev[1]))
+        g.by_graph = k in by_graph
+    for i in compress(range(len(keys)), map(wanted.__contains__, keys)):
+        groups[keys[i]].members.append(ts[i])
+    for k, more in extra.items():
+        if k in groups:
+            groups[k].members.extend(more)
+    n_extra = [extra_dev.get(k, key_dev.get(k, -1)) for k, more in extra.items() for _ in more]
+    del wanted, extra
+
+    named_ids: dict[str, list[int]] = {}
+    labels = _label_objects(torch, ns, tensor_types, named_ids)
     findings: list[dict[str, Any]] = []
 
     # Containers (lists, dicts, deques) holding tensors of several separate graphs.
@@ -701,14 +795,15 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
     if graph_roots:
         ns_dicts = _namespace_dict_ids()
         deque_t = type(sys.modules["collections"].deque()) if "collections" in sys.modules else None
-        for o in objs:
-            tp = type(o)
-            if tp is list or tp is deque_t:
-                held = [id(x) for x in o if id(x) in root_component]
-            elif tp is dict and id(o) not in ns_dicts:
-                held = [id(x) for x in o.values() if id(x) in root_component]
+        kinds = {list, dict, deque_t}
+        in_graph = root_component.__contains__
+        for o in compress(objs, map(kinds.__contains__, map(type, objs))):
+            if type(o) is dict:
+                if id(o) in ns_dicts:
+                    continue
+                held = list(filter(in_graph, map(id, o.values())))
             else:
-                continue
+                held = list(filter(in_graph, map(id, o)))
             # Several separate graphs, not one graph's tensors (like `out` and `loss`).
             if len(held) >= 2 and len({root_component[i] for i in held}) >= 2:
                 containers.append((o, held))
@@ -736,10 +831,10 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
         name = names.get(id(c))
         if type(c) is dict and name is None:
             continue  # an object's attribute dict or similar namespace, not a container
-        storages: dict[tuple[int, int], int] = {}
+        saved: dict[int, int] = {}
         for comp in {root_component[i] for i in held}:
-            storages.update(component_saved[comp])
-        nbytes = sum(storages.values())
+            saved.update(component_saved[comp])
+        nbytes = sum(saved.values())
         kind = type(c).__name__
         who = name or f"an unnamed {kind}"
         findings.append({
@@ -783,16 +878,27 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
 
     # Totals per device, and the allocator's own count where CUDA is initialised.
     devices: dict[str, dict[str, Any]] = {}
-    for g in groups.values():
-        d = devices.get(g.device or "?")
+
+    def device_row(name: str) -> dict[str, Any]:
+        d = devices.get(name)
         if d is None:
-            d = devices[g.device or "?"] = {"device": g.device, "storages": 0, "tensors": 0, "bytes": 0,
-                                            "graph_only_bytes": 0}
+            d = devices[name] = {"device": name, "storages": 0, "tensors": 0, "bytes": 0, "graph_only_bytes": 0}
+        return d
+
+    if one_device and sbytes:
+        device_row(only_name).update(storages=len(sbytes), tensors=len(ts) + len(n_extra), bytes=sum(sbytes.values()))
+    elif sbytes:
+        for k, nbytes in sbytes.items():
+            d = device_row(device_of(k))
+            d["storages"] += 1
+            d["bytes"] += nbytes
+        for code, n in Counter(dev_index + n_extra).items():
+            device_row(dev_name[code])["tensors"] += n
+    for nbytes, dev in graph_only.values():
+        d = device_row(dev)
         d["storages"] += 1
-        d["tensors"] += len(g.members)
-        d["bytes"] += g.nbytes
-        if g.by_graph and not g.members:
-            d["graph_only_bytes"] += g.nbytes
+        d["bytes"] += nbytes
+        d["graph_only_bytes"] += nbytes
     cuda = getattr(torch, "cuda", None)
     if cuda is not None and cuda.is_available() and cuda.is_initialized():
         for dev, d in devices.items():
@@ -803,26 +909,82 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
                 d["peak"] = int(cuda.max_memory_allocated(idx))
 
     top_groups = []
-    for g in heapq.nlargest(max(0, top), groups.values(), key=lambda g: g.nbytes):
-        named = [n for n in (_name_of(labels, id(t)) for t in g.members) if n]
+    for k in top_keys:
+        g = groups[k]
+        member_names = [n for n in (_name_of(labels, id(t)) for t in g.members) if n]
         top_groups.append({
             "storage_key": g.key_str(), "device": g.device, "bytes": g.nbytes,
-            "tensors": len(g.members), "names": named[:8], "unnamed": len(g.members) - len(named),
+            "tensors": len(g.members), "names": member_names[:8], "unnamed": len(g.members) - len(member_names),
             "used_bytes": _used_bytes(g, unnamed_bases) if g.members else g.nbytes,
             "saved_by_graph": g.by_graph,
         })
     report = {
         "tensor_count": len(tensors),
-        "storage_count": len(groups),
+        "storage_count": len(sbytes) + len(graph_only),
         "no_storage_count": no_storage,
         "graph_roots": len(graph_roots),
         "graph_nodes": graph_nodes,
         "devices": sorted(devices.values(), key=lambda d: str(d["device"])),
         "top": top_groups,
         "findings": sorted(findings, key=lambda f: -f["bytes"]),
+        **({"named": _named_totals(labels, named_ids, dict(zip(map(id, ts), keys, strict=True)), sbytes)}
+           if named else {}),
     }
     groups.clear()
     return report
+
+
+def _named_totals(labels: dict[int, Any], held: dict[str, list[int]], key_of: dict[int, int],
+                  sbytes: dict[int, int], limit: int = NAMED_LIMIT) -> list[dict[str, Any]]:
+    """Bytes per name over every storage (not only the top-N): `history` sums the storages of
+    all tensors in it; a storage counts once per name. The `limit` largest names."""
+    per: dict[str, set[Any]] = {}
+    for oid, label in labels.items():
+        if type(label) is str and oid in key_of:
+            per.setdefault(label.split("[", 1)[0], set()).add(key_of[oid])
+    rows = []
+    for name, ks in per.items():
+        rows.append({"name": name, "container": "[" in name, "storages": len(ks),
+                     "bytes": sum(map(sbytes.__getitem__, ks))})
+    for name, ids in held.items():
+        ks = set(map(key_of.get, ids))
+        ks.discard(None)
+        rows.append({"name": name, "container": True, "storages": len(ks),
+                     "bytes": sum(map(sbytes.__getitem__, ks))})
+    return heapq.nlargest(limit, rows, key=lambda r: r["bytes"])
+
+
+def _largest(n: int, sizes: dict[int, int], more: dict[int, int]) -> list[int]:
+    """The keys of the n largest sizes, largest first (ties in dict order), without a
+    per-key Python comparison: one C sort of the values, then C filters at the threshold."""
+    if not n:
+        return []
+    values = sorted([*sizes.values(), *more.values()], reverse=True)
+    if len(values) <= n:
+        both = {**more, **sizes}
+        return sorted(both, key=both.__getitem__, reverse=True)
+    cut = values[n - 1]
+    out: list[int] = []
+    for d in (sizes, more):
+        out.extend(compress(d.keys(), map(cut.__lt__, d.values())))
+    for d in (sizes, more):
+        out.extend(islice(compress(d.keys(), map(cut.__eq__, d.values())), max(0, n - len(out))))
+    both = {k: sizes[k] if k in sizes else more[k] for k in out}
+    return sorted(out, key=both.__getitem__, reverse=True)[:n]
+
+
+def _storages_of(tensors: list[Any]) -> list[Any]:
+    """Each tensor's untyped storage, None where it has none (sparse, mkldnn, ...)."""
+    try:
+        return list(map(_torch().Tensor.untyped_storage, tensors))
+    except _TORCH_ERRORS:
+        out = []
+        for t in tensors:
+            try:
+                out.append(t.untyped_storage())
+            except _TORCH_ERRORS:
+                out.append(None)
+        return out
 
 
 def _union(intervals: list[tuple[int, int]]) -> int:
@@ -922,5 +1084,6 @@ def frame_report_json(ns: dict[str, Any]) -> str:
 
 
 def process_report_json(top: int = 20, min_pin_bytes: int = PIN_MIN_BYTES,
-                        ns: dict[str, Any] | None = None, frame_locals: bool = True) -> str:
-    return _json(process_report, top, min_pin_bytes, ns, frame_locals)
+                        ns: dict[str, Any] | None = None, frame_locals: bool = True,
+                        named: bool = False) -> str:
+    return _json(process_report, top, min_pin_bytes, ns, frame_locals, named)

@@ -127,9 +127,10 @@ def _ptrace_hint() -> str:
     return "; ".join(parts)
 
 
-def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | None = None) -> Snapshot:
+def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | None = None,
+         named: bool = False) -> Snapshot:
     """One snapshot of PID; raises InspectError with a message when it cannot be taken, having
-    left nothing in the target that will run."""
+    left nothing in the target that will run. `named`: add the bytes per name (for diffs)."""
     _check_target(pid)
     version = _python_version_of(pid)
     use_remote_exec = version is not None and version >= (3, 14)
@@ -139,7 +140,7 @@ def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | N
     with _private_dir(pid) as d:
         queued = time.time()
         boot = os.path.join(d, snapshot_boot.BOOT_NAME)
-        _write_private(boot, snapshot_boot.boot_source(d, top, min_pin_bytes, queued))
+        _write_private(boot, snapshot_boot.boot_source(d, top, min_pin_bytes, queued, named))
         entry = os.path.join(d, "entry.py")
         _write_private(entry, snapshot_boot.entry_statement(boot))
         t0 = time.perf_counter()

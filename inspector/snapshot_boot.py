@@ -7,7 +7,8 @@ call that runs late leaves no trace). The boot file execs the probe's own source
 module `--memory` injects through debugpy) into a throw-away dict, writes the report JSON to a
 0600 file in the private directory, and undoes what it did: the dicts are cleared (their
 function/global cycles would otherwise wait for the next gc), modules that only its imports
-added are dropped from `sys.modules`. It starts no thread and sets no tracer.
+added are dropped from `sys.modules` (standard-library modules that appeared during the
+snapshot: the probe imports nothing else). It starts no thread and sets no tracer.
 """
 
 from __future__ import annotations
@@ -18,12 +19,6 @@ from stridelens.inspector import probe as probe_module
 
 BOOT_NAME = "boot.py"
 REPORT_NAME = "report.json"
-# Modules the probe's imports (and the boot's) may add to a target that did not have them;
-# only these are dropped again (a module another thread imported meanwhile is left alone).
-OWN_MODULES = ("__future__", "heapq", "_heapq", "json", "json.decoder", "json.scanner", "json.encoder",
-               "_json", "itertools", "operator", "_operator")
-
-
 def entry_statement(boot_path: str) -> str:
     """The single statement run in the target's main thread (short: it travels through gdb)."""
     return (f"try:\n exec(compile(open({boot_path!r},'rb').read(),{boot_path!r},'exec'),"
@@ -31,10 +26,10 @@ def entry_statement(boot_path: str) -> str:
             "except Exception:\n pass\n")
 
 
-def boot_source(out_dir: str, top: int, min_pin_bytes: int, queued_at: float) -> str:
+def boot_source(out_dir: str, top: int, min_pin_bytes: int, queued_at: float, named: bool = False) -> str:
     probe_src = Path(probe_module.__file__).read_text()
     return _BOOT.format(name=probe_module.PRIVATE_NAME, src=probe_src, top=top, min_pin=min_pin_bytes,
-                        queued=queued_at, own=OWN_MODULES, out_dir=out_dir, report=REPORT_NAME)
+                        queued=queued_at, named=named, out_dir=out_dir, report=REPORT_NAME)
 
 
 _BOOT = '''
@@ -58,15 +53,17 @@ def _stridelens_snapshot():
         # Frame locals stay unread on Python <= 3.12: reading them caches a dict on the frame
         # that would keep the frame's tensors alive after the snapshot.
         body = ns["process_report_json"]({top!r}, {min_pin!r}, None,
-                                         frame_locals=sys.version_info >= (3, 13))
+                                         frame_locals=sys.version_info >= (3, 13), named={named!r})
     except Exception as e:  # never raise into the user's program
         body = json.dumps({{"ok": False, "error": f"snapshot failed: {{type(e).__name__}}: {{e}}"}})
     finally:
         ns.clear()
     timing = {{"queued_at": {queued!r}, "started_at": started, "report_s": time.perf_counter() - t0}}
     out = '{{"timing": ' + json.dumps(timing) + ', "target": ' + json.dumps(target) + ', "body": ' + body + '}}'
+    # Standard-library modules only: a module another thread imported meanwhile stays.
+    stdlib = getattr(sys, "stdlib_module_names", ())
     for name in set(sys.modules) - before:
-        if name in {own!r}:
+        if name.partition(".")[0] in stdlib:
             del sys.modules[name]
     path = os.path.join({out_dir!r}, {report!r})
     fd = os.open(path + ".part", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

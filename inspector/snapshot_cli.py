@@ -73,7 +73,8 @@ def run(args: argparse.Namespace, err: Console) -> int:
             if err.is_terminal:
                 err.print(f"[dim]snapshot {i + 1}/{count}[/dim]")
         at.append(time.monotonic() - t0)
-        shots.append(snapshot.take(args.pid, top, args.min_pin_bytes, args.timeout, python=args.python))
+        shots.append(snapshot.take(args.pid, top, args.min_pin_bytes, args.timeout, python=args.python,
+                                   named=count > 1))
     last = shots[-1]
     report: dict[str, Any] = {"target": last.target, "snapshot": last.timing(),
                               "memory": _trim(last.report, args.top)}

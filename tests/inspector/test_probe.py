@@ -238,7 +238,8 @@ def test_probe_source_is_standalone() -> None:
         if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in (n.names if isinstance(n, ast.Import) else [n])  # type: ignore[attr-defined]
     }
-    assert imported <= {"__future__", "gc", "heapq", "json", "sys", "types", "typing", "socket"}
+    assert imported <= {"__future__", "gc", "heapq", "json", "sys", "types", "typing", "socket",
+                        "collections", "functools", "itertools", "operator"}
 
 
 def test_probe_in_target_without_torch() -> None:
