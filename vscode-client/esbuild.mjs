@@ -19,6 +19,18 @@ if (args.has("--tests")) {
     logLevel: "warning",
   });
 } else {
+  // The memory panel's webview script (the storage picture as SVG), loaded by panel.ts.
+  const webview = await esbuild.context({
+    entryPoints: ["src/runtime/webview/main.ts"],
+    outfile: "dist/webview.js",
+    bundle: true,
+    platform: "browser",
+    format: "iife",
+    target: "es2020",
+    minify: production,
+    sourcemap: false,
+    logLevel: "warning",
+  });
   const ctx = await esbuild.context({
     entryPoints: ["src/extension.ts"],
     outfile: "dist/extension.js",
@@ -32,9 +44,9 @@ if (args.has("--tests")) {
     logLevel: "warning",
   });
   if (args.has("--watch")) {
-    await ctx.watch();
+    await Promise.all([ctx.watch(), webview.watch()]);
   } else {
-    await ctx.rebuild();
-    await ctx.dispose();
+    await Promise.all([ctx.rebuild(), webview.rebuild()]);
+    await Promise.all([ctx.dispose(), webview.dispose()]);
   }
 }

@@ -82,6 +82,9 @@ test("hover card names the base of a view when the frame has it", () => {
   };
   assert.match(hoverMarkdown("grid.t()", d), /\| view of \| grid \(a tensor of shape \(12,\)\) \|/);
   assert.match(hoverMarkdown("grid.t()", { ...d, base: { shape: [12], storage_offset: 0 } }), /\| view of \| a tensor of shape \(12,\) \|/);
+  // The storage picture, as `stridelens explain` and the static hover draw it (64 columns).
+  const m = hoverMarkdown("grid.t()", d);
+  assert.ok(m.includes("```text\nstorage 12 × float32 (48 B) in rows of 4\n    0  3  6  9\n    1  4  7 10\n    2  5  8 11\noffset 0, strides (1, 4)\n```"), m);
 });
 
 test("containers of tensors are summarised", () => {

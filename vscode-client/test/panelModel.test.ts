@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { buildPanelModel, findSourceLines, nameToExpression, storageStrip, tensorDetail } from "../src/runtime/panelModel";
+import { buildPanelModel, findSourceLines, nameToExpression, tensorDetail } from "../src/runtime/panelModel";
+import { pictureView } from "../src/runtime/webview/pictureSvg";
 import { connectEndpoint, isLoopback } from "../src/runtime/address";
 import { isSafeExpression } from "../src/runtime/safety";
 import type { FrameReport, ProcessReport } from "../src/runtime/facts";
@@ -56,33 +57,56 @@ test("the panel model: devices, top, findings first by size with source links, g
   assert.match(m.groups[0].tensors[1].label, /b: \(2, 2\) float32 strides \(4, 1\) offset 5 non-contiguous view of a/);
 });
 
-test("the storage strip highlights what a view reads", () => {
-  const s = storageStrip([2, 2], [4, 1], 5, 12);
-  assert.deepEqual(s.read, [5, 6, 9, 10]);
-  assert.equal(s.cells, 12);
-  assert.equal(s.readCount, 4);
-  assert.ok(!s.truncated);
-  const t = storageStrip([4, 6], [1, 4], 0, 24); // a transpose reads everything
-  assert.equal(t.read.length, 24);
-  const e = storageStrip([3, 5], [1, 0], 0, 3); // expand: stride 0
-  assert.deepEqual(e.read, [0, 1, 2]);
-  const big = storageStrip([1000, 1000], [1000, 1], 0, 1_000_000, 64);
-  assert.equal(big.cells, 64);
-  assert.ok(big.truncated);
-  assert.equal(big.read.length, 64);
-  assert.deepEqual(storageStrip([0, 3], [3, 1], 0, 0).read, []);
-});
-
-test("tensor detail: strip and chain", () => {
+test("tensor detail: the layout the picture is drawn from, and the chain", () => {
   const d = tensorDetail("b", {
     type: "Tensor", shape: [2, 2], dtype: "float32", device: "cpu", layout: "strided", memory_format: null, strides: [4, 1],
     storage_offset: 5, contiguous: false, numel: 4, element_size: 4, nbytes: 16, storage_key: "k", storage_bytes: 48, notes: [],
     is_view: true, base: { shape: [3, 4], storage_offset: 0 }, version: 0, requires_grad: false, is_leaf: true, retains_grad: false,
     grad: null, grad_fn: null, grad_fn_chain: [], graph: null, cuda: null, stats: null,
   });
-  assert.deepEqual(d.strip?.read, [5, 6, 9, 10]);
-  assert.equal(d.strip?.total, 12);
+  assert.deepEqual(d.layout, { shape: [2, 2], strides: [4, 1], offset: 5, storageNumel: 12, elementSize: 4, dtype: "float32" });
   assert.match(d.facts, /strides \(4, 1\) · offset 5 · non-contiguous/);
+});
+
+/** The SVG's cells: [class, text] per storage element (grid) or the bar's marked rects. */
+function gridCells(svg: string): [string, string][] {
+  return [...svg.matchAll(/<rect class="([^"]+)"[^>]*\/><text[^>]*>([^<]*)<\/text>/g)].map((m) => [m[1], m[2]]);
+}
+
+test("panel picture: a transpose is a grid numbered in reading order, whatever the panel width", () => {
+  const t = { shape: [4, 3], strides: [1, 4], offset: 0, storageNumel: 12, elementSize: 4, dtype: "float32" };
+  for (const width of [200, 480, 1200]) {
+    const v = pictureView(t, width);
+    assert.equal(v?.kind, "grid");
+    const svgWidth = Number(/width="([\d.]+)"/.exec(v!.svg)![1]);
+    assert.ok(svgWidth <= width, `${svgWidth} > ${width}`);
+    assert.match(v!.svg, /data-row="4"/); // rows of the outer stride: a row is one step of it
+    assert.deepEqual(gridCells(v!.svg).map((c) => c[1]), ["0", "3", "6", "9", "1", "4", "7", "10", "2", "5", "8", "11"]);
+  }
+  const w = pictureView({ ...t, shape: [2, 2], strides: [4, 1], offset: 5 }, 480)!; // a window: unread cells stay free
+  assert.deepEqual(gridCells(w.svg).filter((c) => c[0].includes("pic-used")).map((c) => c[1]), ["0", "1", "2", "3"]);
+  assert.equal(gridCells(w.svg)[5][0], "pic-used pic-first");
+  assert.equal(w.footer, "offset 5, strides (4, 1)");
+});
+
+test("panel picture: a small window on a big storage is a mark at its true position, both sizes labelled", () => {
+  const row = { shape: [12800], strides: [1], offset: 400 * 12800, storageNumel: 1000 * 12800, elementSize: 4, dtype: "float32" };
+  for (const width of [240, 600, 1400]) {
+    const v = pictureView(row, width)!;
+    assert.equal(v.kind, "bar");
+    assert.match(v.svg, new RegExp(`width="${width}"`));
+    const used = [...v.svg.matchAll(/<rect class="pic-used" x="([\d.]+)" y="0" width="([\d.]+)"/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    assert.equal(used.length, 1);
+    const [x, w] = used[0];
+    const cell = width / Math.floor(width / 3);
+    assert.ok(Math.abs(x - 0.4 * width) <= cell, `mark at ${x} of ${width}`);
+    assert.ok(w <= 2 * cell, `mark ${w} px wide`);
+    assert.match(v.svg, /50\.0 KiB at element 5,120,000/);
+    assert.match(v.svg, /48\.8 MiB \(12,800,000 elements\)/);
+    assert.equal(v.footer, "reads 50.0 KiB of 48.8 MiB (0.1%) from element 5,120,000, strides (1,)");
+  }
+  // A narrow panel draws the transpose as a bar too (its grid rows would not fit).
+  assert.equal(pictureView({ shape: [40, 4], strides: [1, 40], offset: 0, storageNumel: 160, elementSize: 4, dtype: "float32" }, 120)?.kind, "bar");
 });
 
 test("frame-report names become safe expressions", () => {

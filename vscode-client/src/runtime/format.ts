@@ -1,6 +1,7 @@
 // Formatting of runtime facts (inline text, hover card), and the comparison with the static
 // analysis. Pure: no VS Code imports, unit-tested.
 import type { ChainNode, Describe, Member, StaticFacts } from "./facts";
+import { describedLayout, pictureLines } from "./storagePicture";
 
 export function humanBytes(n: number | null | undefined): string {
   if (n === null || n === undefined || !Number.isFinite(n)) return "?";
@@ -11,7 +12,17 @@ export function humanBytes(n: number | null | undefined): string {
     v /= 1024;
     i++;
   }
-  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${units[i]}`;
+  return i === 0 ? `${v} B` : `${oneDecimal(v)} ${units[i]}`;
+}
+
+/** `x.toFixed(1)` with Python's tie rule (half to even: 1.25 -> "1.2"), as server/units.py prints. */
+function oneDecimal(x: number): string {
+  const twenty = x * 20;
+  if (Number.isInteger(twenty) && !Number.isInteger(x * 10)) {
+    const down = Math.floor(x * 10);
+    return ((down % 2 === 0 ? down : down + 1) / 10).toFixed(1);
+  }
+  return x.toFixed(1);
 }
 
 /** A Python tuple: (2, 2), (12,), (). */
@@ -76,6 +87,8 @@ export function compareWithStatic(rt: RuntimeLike, st: StaticFacts | null | unde
 }
 
 export const MISMATCH_MARK = "⚠";
+/** Columns of the storage picture in a hover (server/lsp/hover.py HOVER_PICTURE_WIDTH). */
+export const HOVER_PICTURE_WIDTH = 64;
 
 /** The facts as short parts: shape · dtype · device · strides · offset · contiguity · view-of · grad_fn. */
 export function factParts(rt: RuntimeLike, mismatches: Mismatch[] = []): string[] {
@@ -155,6 +168,9 @@ export function hoverMarkdown(expr: string, d: Describe, st?: StaticFacts | null
   if (d.version !== null && d.version !== undefined) rows.push(["version", String(d.version)]);
   const lines = [`**stridelens · runtime** \`${expr.replace(/`/g, "'")}\``, "", "| | |", "|---|---|"];
   for (const [k, v] of rows) lines.push(`| ${k} | ${md(v)} |`);
+  const layout = describedLayout(d);
+  const picture = layout ? pictureLines(layout, HOVER_PICTURE_WIDTH) : [];
+  if (picture.length) lines.push("", "```text", ...picture, "```");
   if (d.grad_fn_chain.length) {
     lines.push("", "grad_fn chain:", "```", ...chainLines(d.grad_fn_chain, 8), "```");
   }

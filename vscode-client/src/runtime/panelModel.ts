@@ -2,6 +2,7 @@
 // webview. Pure, unit-tested.
 import type { Describe, FrameReport, ProcessReport } from "./facts";
 import { chainLines, humanBytes, tuple } from "./format";
+import { describedLayout } from "./storagePicture";
 
 export interface SourceRef {
   line: number; // 1-based
@@ -143,66 +144,14 @@ export function buildPanelModel(
   };
 }
 
-export interface StorageStrip {
-  cells: number; // storage elements drawn
-  total: number; // storage elements in all
-  read: number[]; // drawn element indices the view reads (sorted, unique)
-  readCount: number; // elements the view reads in all (numel, distinct)
-  truncated: boolean;
-  offset: number;
-  strides: number[];
-  shape: number[];
-}
-
-/**
- * The storage as a strip of element cells and the ones the view (shape, strides, offset)
- * reads. At most `maxCells` cells are drawn; enumeration stops after `maxVisit` indices.
- */
-export function storageStrip(shape: number[], strides: number[], offset: number, storageElems: number, maxCells = 512, maxVisit = 200_000): StorageStrip {
-  const total = Math.max(0, Math.floor(storageElems));
-  const cells = Math.min(total, maxCells);
-  const read = new Set<number>();
-  const numel = shape.reduce((a, b) => a * b, 1);
-  let visited = 0;
-  if (numel > 0 && shape.length === strides.length) {
-    const idx = new Array(shape.length).fill(0);
-    for (;;) {
-      let pos = offset;
-      for (let k = 0; k < idx.length; k++) pos += idx[k] * strides[k];
-      if (pos < cells) read.add(pos);
-      if (++visited >= maxVisit) break;
-      let k = idx.length - 1;
-      while (k >= 0) {
-        idx[k]++;
-        if (idx[k] < shape[k]) break;
-        idx[k] = 0;
-        k--;
-      }
-      if (k < 0) break;
-    }
-  }
-  const distinct = strides.some((s, k) => s === 0 && shape[k] > 1) ? null : numel;
-  return {
-    cells,
-    total,
-    read: [...read].sort((a, b) => a - b),
-    readCount: distinct ?? read.size,
-    truncated: total > cells,
-    offset,
-    strides,
-    shape,
-  };
-}
-
-/** Selected tensor details for the panel: the strip and the grad_fn chain. */
+/** Selected tensor details for the panel: its layout (the webview draws the storage picture for its width) and the grad_fn chain. */
 export function tensorDetail(name: string, d: Describe) {
   const elems = d.storage_bytes !== null && d.element_size ? d.storage_bytes / d.element_size : 0;
-  const strip = d.shape && d.strides && d.storage_offset !== null ? storageStrip(d.shape, d.strides, d.storage_offset, elems, 192) : null;
   return {
     name,
     facts: `${tuple(d.shape)} · ${d.dtype} · ${d.device} · strides ${tuple(d.strides)} · offset ${d.storage_offset} · ${d.contiguous ? "contiguous" : "non-contiguous"}`,
     storage: `${humanBytes(d.storage_bytes)} storage, ${elems} elements of ${d.element_size} B`,
-    strip,
+    layout: describedLayout(d),
     chain: chainLines(d.grad_fn_chain, 24),
     notes: d.notes,
   };
