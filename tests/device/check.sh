@@ -32,7 +32,7 @@ run)
     export PATH="$PWD/.gpu/bin:$PATH"
     set -o pipefail
     $PY -m pytest -p no:cacheprovider -m cuda -rs -v \
-        tests/inspector/test_e2e.py tests/hardening/test_probe_side_effects.py \
+        tests/inspector/test_e2e.py tests/hardening/test_probe_side_effects.py tests/inspector/test_cuda_summary.py \
         tests/rules/test_device_mismatch_truth.py 2>&1 | tee "${OUT:-.}/cuda_tests.log"
     status=$?
     $PY -m pytest -q -p no:cacheprovider tests/inspector/test_probe.py tests/hardening/test_probe_side_effects.py \

@@ -1,7 +1,8 @@
 """The probe, injected through a real debugpy session, changes nothing in the debuggee.
 
-For every report kind (describe of each tensor, frame, memory, and the gradient probe's --grads
-and --graph) the target's own `snapshot()` is compared before the probe is injected and after
+For every report kind (describe of each tensor, frame, memory, the gradient probe's --grads
+and --graph, the diff probe's three calls behind --diff-steps, run here at one pause, and the
+allocator probe's --cuda-summary) the target's own `snapshot()` is compared before the probe is injected and after
 all reports: every tensor's `_version`, data checksum, requires_grad and grad (present,
 checksum, version); the number of live tensors;
 the warnings shown (the target records every warning, filter "always"); `torch.is_grad_enabled()`;
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 import torch
 
-from stridelens.inspector import grads_probe
+from stridelens.inspector import allocator_probe, diff_probe, grads_probe
 from stridelens.inspector.session import Session
 from tests.inspector.conftest import free_port
 
@@ -128,12 +129,23 @@ def run_all_reports(target: Any, tmp_path: Path, device: str) -> tuple[dict[str,
         s.inject(grads_probe.__file__, grads_probe.PRIVATE_NAME, grads_probe.FILENAME)
         grads = s.call_probe("grads_json(globals(), locals())", module=grads_probe.PRIVATE_NAME)
         tree = s.call_probe("graph_tree_json('loss', globals(), locals())", module=grads_probe.PRIVATE_NAME)
+        s.inject(diff_probe.__file__, diff_probe.PRIVATE_NAME, diff_probe.FILENAME)
+        for call in ("begin_json(locals())", "sample_json(locals())"):
+            s.call_probe(call, module=diff_probe.PRIVATE_NAME)
+        diff = s.call_probe("end_json(locals())", module=diff_probe.PRIVATE_NAME)
+        s.inject(allocator_probe.__file__, allocator_probe.PRIVATE_NAME, allocator_probe.FILENAME)
+        cuda = s.call_probe("summary_json(locals())", module=allocator_probe.PRIVATE_NAME)
+        diff_state = s.evaluate(f"len(__import__('sys').modules[{diff_probe.PRIVATE_NAME!r}]._state)")
         after = json.loads(s.evaluate("snapshot()"))
         new_objects = json.loads(s.evaluate("track_new()"))
         s.finish()
     assert frame["groups"] and memory["tensor_count"] >= len(EXPRESSIONS)
     assert {r["name"]: r["grad_norm"] for r in grads["params"]}["net.weight"] > 0
     assert tree["nodes"][0]["op"] == "SumBackward0"
+    # The diff saw the same storages at its three walks, named the keepers, and kept nothing after.
+    assert diff["steps"] == 2 and diff["new_storages"] == 0 and diff_state == "0"
+    assert {g["keeper"] for g in diff["groups"]} >= {"w", "losses", "model", "net.weight.grad"}
+    assert (cuda["cuda"] == "ok") == (device == "cuda") and cuda["tensors"][device if device == "cpu" else "cuda:0"]
     kinds = {f["kind"] for f in memory["findings"]}
     assert {"graph_kept_alive", "view_pins_storage"} <= kinds, kinds  # the reports did their job
     (tmp_path / "release").write_text("1")
