@@ -50,7 +50,9 @@ def say(what, detail=""):
 def call(expr):
     return int(gdb.parse_and_eval(expr))
 
-try:
+def queue():
+    if gdb.selected_inferior().pid == 0:
+        return say("attach-failed")
     for lib in ("libpython3", "libc\\.so", "libc-"):
         gdb.execute("sharedlibrary " + lib, to_string=True)
     try:
@@ -67,9 +69,13 @@ try:
             gdb.selected_inferior().write_memory(page, entry)
             rc = call("((int (*)(void *, void *))Py_AddPendingCall)((void *)&PyRun_SimpleString, (void *)%d)" % page)
             say("queued" if rc == 0 else "queue-full", "%.6f" % (time.perf_counter() - t0))
+
+try:
+    queue()
 except gdb.error as e:
     say("gdb-error", str(e))
-gdb.execute("detach", to_string=True)
+if gdb.selected_inferior().pid:
+    gdb.execute("detach", to_string=True)
 '''
 
 
@@ -113,7 +119,19 @@ def _check_target(pid: int) -> None:
         raise InspectError("--snapshot of this stridelens process itself")
 
 
-def _ptrace_hint() -> str:
+def _tracer_of(pid: int) -> int:
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _ptrace_hint(pid: int) -> str:
+    tracer = _tracer_of(pid)
+    if tracer:
+        return (f"PID {pid} is already traced by PID {tracer} (a debugger, strace, or a PTRACE_TRACEME "
+                "parent); a process has one tracer at a time")
     scope = None
     with contextlib.suppress(OSError, ValueError):
         scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
@@ -194,9 +212,9 @@ def _gdb_queue(pid: int, entry: str) -> None:
         raise InspectError(f"gdb did not finish attaching to PID {pid} within {GDB_TIMEOUT:g} s") from e
     text = out.stdout + out.stderr
     said = re.search(r"^STRIDELENS (\S+) ?(.*)$", out.stdout, re.M)
-    if said is None:
+    if said is None or said.group(1) == "attach-failed":
         if "ptrace: Operation not permitted" in text or "Could not attach" in text:
-            raise InspectError(f"ptrace is not permitted on PID {pid}: {_ptrace_hint()}")
+            raise InspectError(f"ptrace is not permitted on PID {pid}: {_ptrace_hint(pid)}")
         if "No such process" in text:
             raise InspectError(f"no process with PID {pid}")
         tail = " / ".join(line for line in text.strip().splitlines()[-3:])
@@ -224,7 +242,7 @@ def _remote_exec(pid: int, entry: str, python: str | None) -> None:
     if out.returncode != 0:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["?"]
         if "PermissionError" in tail[0] or "Operation not permitted" in tail[0]:
-            raise InspectError(f"ptrace is not permitted on PID {pid}: {_ptrace_hint()}")
+            raise InspectError(f"ptrace is not permitted on PID {pid}: {_ptrace_hint(pid)}")
         raise InspectError(f"sys.remote_exec into PID {pid} failed: {tail[0]}")
 
 

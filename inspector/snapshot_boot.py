@@ -21,7 +21,9 @@ BOOT_NAME = "boot.py"
 REPORT_NAME = "report.json"
 def entry_statement(boot_path: str) -> str:
     """The single statement run in the target's main thread (short: it travels through gdb)."""
-    return (f"try:\n exec(compile(open({boot_path!r},'rb').read(),{boot_path!r},'exec'),"
+    # The file is closed by hand: a file left to the collector warns (ResourceWarning), and any
+    # warning, even an ignored one, adds `__warningregistry__` to `__main__`.
+    return (f"try:\n exec(compile((lambda f:(f.read(),f.close())[0])(open({boot_path!r},'rb')),{boot_path!r},'exec'),"
             f"{{'__name__':{probe_module.PRIVATE_NAME!r},'__builtins__':__builtins__}})\n"
             "except Exception:\n pass\n")
 
