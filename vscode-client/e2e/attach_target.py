@@ -3,8 +3,8 @@
 run.sh copies this file into the e2e workspace; scenario.mjs runs it with the venv's Python. It
 listens with debugpy on a loopback port the OS picks (printed as `LISTENING <host> <port>`),
 waits (bounded) for a client, stops at `debugpy.breakpoint()` with a few tensors in `main`'s
-frame, then prints `RESUMED` and keeps running (bounded) so the scenario can check that
-detaching left it alive. Every wait has a deadline: it never outlives a broken run for long.
+frame (a small grid and its views, a row of a big storage), then prints `RESUMED` and keeps
+running (bounded) so the scenario can check that detaching left it alive. Every wait has a deadline: it never outlives a broken run for long.
 """
 
 import os
@@ -24,6 +24,8 @@ def main() -> int:
     grid = torch.randn(3, 4)
     grid_t = grid.t()
     window = grid[1:, 1:3]
+    big = torch.zeros(1000, 12800)  # 48.8 MiB
+    row = big[400]  # noqa: F841 -- 50 KiB of it: the memory panel draws it as a mark on a bar to scale
     while not debugpy.is_client_connected():
         if time.monotonic() > end:
             print("NO CLIENT before the deadline", flush=True)

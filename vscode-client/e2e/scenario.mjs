@@ -1,8 +1,13 @@
 // The end-to-end scenario in a real VS Code (code-server) in Debian's chromium:
 //   1. static hover on `b = a[1:, 1:3]`           2. SL101 quick fix through the lightbulb menu
 //   3. fallback debugger: breakpoint, inline runtime facts, runtime hover card, memory panel
+//      (a leak with its lines, x's storage picture, on request the gradients of `model` and
+//      the memory explained: CPU-only, the RSS)
 //   4. a Python without torch/debugpy (symbolic facts, bundled debugpy), then none at all
-//   5. attach by host:port to a running process (debugpy.listen)
+//   5. attach by host:port to a running process (debugpy.listen): inline facts, the memory
+//      panel's storage pictures (a transpose's grid, a row of a big storage as a bar, redrawn
+//      for a narrower window)
+//   6. a real .ipynb in the notebook editor: a hover in a cell (LSP notebook sync)
 // The workspace's interpreter has torch and debugpy but not stridelens: the bundled copy runs.
 // Usage: node scenario.mjs URL WORKSPACE ARTIFACTS   (run by e2e/run.sh)
 import { chromium } from "playwright-core";
@@ -138,9 +143,12 @@ async function inlineDecorations() {
   });
 }
 
+const TEXT_EDITOR_LINES = ".editor-instance .monaco-editor .view-line";
+const NOTEBOOK_CELL_LINES = ".notebook-editor .monaco-editor .view-line >> visible=true"; // (a hidden notebook editor is kept too)
+
 /** Screen position of the `col`-th character (0-based) of the rendered line containing `text`. */
-async function charPoint(text, col) {
-  const line = page.locator(".editor-instance .monaco-editor .view-line", { hasText: text }).first();
+async function charPoint(text, col, lines = TEXT_EDITOR_LINES) {
+  const line = page.locator(lines, { hasText: text }).first();
   await line.waitFor({ state: "visible", timeout: 10_000 });
   return line.evaluate((el, col) => {
     const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
@@ -161,11 +169,11 @@ async function charPoint(text, col) {
 }
 
 /** Hover a token (re-located before each try: Monaco re-renders) until the hover matches. */
-async function hoverUntil(lineText, col, re, timeout = 45_000) {
+async function hoverUntil(lineText, col, re, timeout = 45_000, lines = TEXT_EDITOR_LINES) {
   return until(`a hover matching ${re}`, async () => {
     await page.mouse.move(5, 5);
     await sleep(150);
-    const p = await charPoint(lineText, col);
+    const p = await charPoint(lineText, col, lines);
     if (!p) return false;
     await page.mouse.move(p.x, p.y);
     const hover = page.locator(".monaco-hover:visible, .monaco-editor-hover:visible").first();
@@ -271,6 +279,59 @@ async function stopTarget(t) {
   writeFileSync(join(artifacts, "5-attach-target.log"), t.out);
 }
 
+/** Step 5's memory panel: the storage pictures of grid_t (a grid) and row (a bar), at two widths. */
+async function panelPictures() {
+  await runCommand("stridelens: Show tensor memory");
+  const frame = await until("the memory panel", async () => {
+    for (const f of page.frames()) {
+      try {
+        if ((await f.locator("#content .tensor", { hasText: /^\s*grid_t:/ }).count()) > 0) return f;
+      } catch { /* detached */ }
+    }
+    return false;
+  }, 60_000, 500);
+  const webview = page.locator("iframe.webview").last();
+  const picture = async (name, kind) => {
+    await frame.locator(".tensor", { hasText: new RegExp(`^\\s*${name}:`) }).first().click();
+    const svg = frame.locator(`#picture svg.picture[data-kind="${kind}"]`).first();
+    await svg.waitFor({ state: "visible", timeout: 15_000 });
+    await until(`${name}'s picture caption`, async () => (await frame.locator("#picture-foot").innerText()).length > 0, 5000);
+    return svg;
+  };
+  // grid_t = grid.t() of a (3, 4) grid: rows of its outer stride 4, numbered in the order grid_t reads.
+  const grid = await picture("grid_t", "grid");
+  const row = await grid.getAttribute("data-row");
+  const numbers = (await grid.locator("text").allTextContents()).map((t) => t.trim());
+  const head = await frame.locator("#picture-head").innerText();
+  log(`grid_t picture: rows of ${row}: ${numbers.join(" ")}; ${head}`);
+  if (row !== "4" || numbers.join(" ") !== "0 3 6 9 1 4 7 10 2 5 8 11") throw new Error(`grid_t's grid: rows of ${row}, ${numbers.join(" ")}`);
+  if (!/storage 12 × float32 \(48 B\) in rows of 4/.test(head)) throw new Error(`grid_t's grid caption: ${head}`);
+  await shot("5-panel-grid", webview);
+  // row = big[400] of a (1000, 12800) storage: 50 KiB of 48.8 MiB, a mark at 40% of the bar.
+  const bar = await picture("row", "bar");
+  const barWidth = async () => Number(await bar.getAttribute("width"));
+  const check = async (label) => {
+    const w = await barWidth();
+    const marks = await bar.locator("rect.pic-used").evaluateAll((rs) => rs.map((r) => [Number(r.getAttribute("x")), Number(r.getAttribute("width"))]));
+    const foot = await frame.locator("#picture-foot").innerText();
+    const svgText = (await bar.locator("text").allTextContents()).join(" | ");
+    log(`row picture (${label}): ${w} px wide, marks ${JSON.stringify(marks)}; ${svgText}; ${foot}`);
+    if (marks.length !== 1 || Math.abs(marks[0][0] - 0.4 * w) > w / Math.floor(w / 3) + 0.01) throw new Error(`row's mark is not at 40% of ${w} px: ${JSON.stringify(marks)}`);
+    if (!/50\.0 KiB at element 5,120,000/.test(svgText) || !/48\.8 MiB/.test(svgText)) throw new Error(`row's bar labels: ${svgText}`);
+    if (!/^reads 50\.0 KiB of 48\.8 MiB \(0\.1%\) from element 5,120,000, strides \(1,\)$/.test(foot)) throw new Error(`row's caption: ${foot}`);
+    return w;
+  };
+  const wide = await check("wide");
+  await shot("5-panel-bar", webview);
+  // A narrower window: the panel draws the picture again for its new width.
+  await page.setViewportSize({ width: 1000, height: 900 });
+  await until("the bar redrawn for the narrower panel", async () => (await barWidth()) < wide - 50, 10_000, 300);
+  await check("narrow");
+  await shot("5-panel-bar-narrow", webview);
+  await page.setViewportSize({ width: 1500, height: 900 });
+  await until("the bar redrawn for the wider panel", async () => Math.abs((await barWidth()) - wide) < 2, 10_000, 300);
+}
+
 try {
   log(`opening ${url}`);
   await page.goto(`${url}/?folder=${encodeURIComponent(workspace)}`);
@@ -373,8 +434,41 @@ try {
     if (!/keeps 20 autograd graphs alive/.test(ftext)) throw new Error(`unexpected finding: ${ftext}`);
     if (!/line 12/.test(ftext) || !/line 21/.test(ftext)) throw new Error(`finding lacks the source lines 12 and 21: ${ftext}`);
     await frame.locator(".tensor", { hasText: /^\s*x:/ }).first().click();
-    await frame.locator(".strip .cell.read").first().waitFor({ state: "visible", timeout: 15_000 });
+    // x = torch.randn(128, 256) reads its whole storage: the bar is one solid run.
+    const pic = frame.locator("#picture svg.picture").first();
+    await pic.waitFor({ state: "visible", timeout: 15_000 });
+    const xfoot = await frame.locator("#picture-foot").innerText();
+    log(`x picture: ${await pic.getAttribute("data-kind")}; ${xfoot}`);
+    if ((await pic.getAttribute("data-kind")) !== "bar" || !/^reads 128\.0 KiB of 128\.0 KiB .* from element 0, strides \(256, 1\)$/.test(xfoot)) {
+      throw new Error(`x's picture: ${await pic.getAttribute("data-kind")}, ${xfoot}`);
+    }
+    if ((await pic.locator("rect.pic-used").count()) !== 1) throw new Error("x's bar is not one solid run");
     await shot("3-memory-panel");
+    // Gradients on request (they read values): model's four parameters after backward, as inspect --grads.
+    await frame.locator("#read-grads").click();
+    const grads = frame.locator("#grads table.grads");
+    await grads.waitFor({ state: "visible", timeout: 60_000 }).catch(async (e) => {
+      throw new Error(`${e.message}; the section says: ${await frame.locator("#grads").innerText()}`);
+    });
+    const gradRows = (await grads.locator("tr.grad-row").allInnerTexts()).map(squash);
+    const gsummary = squash(await frame.locator("#grads").innerText());
+    log(`gradients: ${gradRows.join(" | ")}; ${gsummary.slice(-200)}`);
+    const gnames = gradRows.map((r) => r.split(" ")[1]);
+    if (gnames.join(" ") !== "model.0.weight model.0.bias model.2.weight model.2.bias") throw new Error(`gradient rows: ${gradRows.join(" | ")}`);
+    if (!gradRows.every((r) => /\bok$/.test(r) && /\(\d+(, \d+)?,?\)\s+[\d.e+-]+\s+[\d.e+-]+\s+0\s+0\s+[\d.]+%/.test(r))) throw new Error(`gradient rows not all finite and ok: ${gradRows.join(" | ")}`);
+    if (!/4 parameters in 2 layers of 1 module \(model\); 0 frozen/.test(gsummary)) throw new Error(`gradient summary: ${gsummary}`);
+    // Memory explained (inspect --cuda-summary): a CPU-only torch here, so it says so and gives the RSS.
+    await frame.locator("#read-cuda").click();
+    const cproc = frame.locator("#cuda .cuda-process");
+    await cproc.waitFor({ state: "visible", timeout: 60_000 }).catch(async (e) => {
+      throw new Error(`${e.message}; the section says: ${await frame.locator("#cuda").innerText()}`);
+    });
+    const ctext = squash(await frame.locator("#cuda").innerText());
+    log(`memory explained: ${ctext}`);
+    if (!/^No CUDA numbers: torch \S+ is built without CUDA: a CPU-only target\. process RSS [\d.]+ MiB \([\d,]+ B\) .* live CPU tensors hold 8\.5 MiB \([\d,]+ B\), [\d.]+% of it$/.test(ctext)) throw new Error(`memory explained: ${ctext}`);
+    await frame.locator("#grads").scrollIntoViewIfNeeded();
+    await shot("3-memory-panel-grads", page.locator("iframe.webview").last());
+    await frame.locator("#title").scrollIntoViewIfNeeded();
     // The panel's top part (leak, devices, selected tensor strip) for the README.
     const box = await page.locator("iframe.webview").first().boundingBox();
     if (box) await page.screenshot({ path: join(artifacts, "3-memory-panel-clip.png"), clip: { x: box.x, y: box.y, width: box.width, height: Math.min(box.height, 560) } });
@@ -508,9 +602,15 @@ try {
       }, 60_000, 500);
       log(`inline: ${inline.split("\n").join(" | ").slice(0, 400)}`);
       await shot("5-attach-inline-facts");
-      const { text } = await hoverUntil("= grid.t()", 6, /stridelens · runtime/);
-      for (const re of [/\(4, 3\)/, /\(1, 4\)/, /non-contiguous/]) if (!re.test(text)) throw new Error(`runtime card lacks ${re}: ${text}`);
+      const { text, hover } = await hoverUntil("= grid.t()", 6, /stridelens · runtime/);
+      for (const re of [/\(4, 3\)/, /\(1, 4\)/, /non-contiguous/, /in rows of 4/, /0 {2}3 {2}6 {2}9/]) if (!re.test(text)) throw new Error(`runtime card lacks ${re}: ${text}`);
+      // The card's storage picture (the grid of grid.t()) is at its bottom: scroll the hover there.
+      await hover.locator(".monaco-scrollable-element").first().evaluate((el) => el.dispatchEvent(new WheelEvent("wheel", { deltaY: 2000, bubbles: true }))).catch(() => undefined);
+      await sleep(300);
+      await shot("5-attach-runtime-hover-card", hover);
       await page.mouse.move(5, 5);
+      await panelPictures();
+      await openFile(rel); // the editor again (the panel had the focus)
       await runCommand("Debug: Disconnect");
       log("disconnected");
       await until("the target to run on after the disconnect", async () => /^RESUMED \(1, 4\) 5$/m.test(t.out), 20_000, 200);
@@ -529,6 +629,20 @@ try {
     // debugpy.listen() started an adapter in a session of its own: it goes when its debuggee does.
     if (port) await until("debugpy's adapter to close its port", async () => !(await portOpen(port)), 15_000, 500);
   });
+
+  await step("6 notebook: a hover in a cell of a real .ipynb (LSP notebook sync)", async () => {
+    await runCommand("View: Close All Editor Groups");
+    await openFile("examples/notebook_tensors.ipynb"); // the built-in ipynb serializer: the notebook editor, no kernel needed
+    await until("the notebook's cells", async () => (await page.locator(NOTEBOOK_CELL_LINES, { hasText: "a.t()  # a view" }).count()) > 0, 30_000);
+    // `t = a.t()` in the third cell, `a = torch.arange(12.).reshape(3, 4)` above it in the same cell.
+    const { text, hover } = await hoverUntil("a.t()  # a view", 0, /\(4, 3\)/, 90_000, NOTEBOOK_CELL_LINES);
+    log(`notebook hover: ${squash(text).slice(0, 400)}`);
+    for (const re of [/\(1, 4\)/, /contiguous\W*no|non-contig/i, /view of\W*`?a`?/i, /in rows of 4/, /0 {2}3 {2}6 {2}9/]) {
+      if (!re.test(text)) throw new Error(`notebook hover lacks ${re}: ${text}`);
+    }
+    await shot("6-notebook-hover-card", hover);
+    await shot("6-notebook-hover");
+  });
 } finally {
   try {
     await page.goto("about:blank");
@@ -538,4 +652,4 @@ try {
 const failed = results.filter((r) => !r.ok);
 log(`${results.length - failed.length}/${results.length} steps passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 for (const r of results) console.log(`  ${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.s.toFixed(1)} s)${r.ok ? "" : ` — ${r.error}`}`);
-process.exit(failed.length || results.length < 5 ? 1 : 0);
+process.exit(failed.length || results.length < 6 ? 1 : 0);

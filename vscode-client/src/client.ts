@@ -139,6 +139,10 @@ export class ServerManager implements vscode.Disposable {
       documentSelector: [
         { scheme: "file", language: "python" },
         { scheme: "untitled", language: "python" },
+        // Python cells of any notebook (.ipynb in VS Code's notebook editor): hover, hints and
+        // quick fixes are asked for them. The cells' text reaches the server through the LSP
+        // 3.17 notebook sync the server announces (notebookDocumentSync), not as documents.
+        { notebook: "*", language: "python" },
       ],
       outputChannel: this.output,
       initializationOptions: serverSettings(resource),
