@@ -1,9 +1,11 @@
 import * as vscode from "vscode";
 import * as fs from "node:fs";
+import * as nodePath from "node:path";
 import { ServerManager } from "./client";
 import { registerFallbackDebugger } from "./debug";
 import { checkStridelens, resolveInterpreter, runStridelens, setExtensionRoot } from "./interpreter";
-import { RuntimeController } from "./runtime/controller";
+import { RuntimeController, StoppedFrame } from "./runtime/controller";
+import { readReport, ReportKind } from "./runtime/reports";
 import type { StaticFacts } from "./runtime/facts";
 import { MemoryPanel } from "./runtime/panel";
 
@@ -19,20 +21,29 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   // The probe source comes from the stridelens the server runs (bundled or the interpreter's,
   // never duplicated here); read once per interpreter.
   const probeCache = new Map<string, Promise<string>>();
-  const probeSource = async (): Promise<string> => {
+  const inspectorSource = async (file: string): Promise<string> => {
     const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
-    let p = probeCache.get(python);
+    let p = probeCache.get(`${python}\n${file}`);
     if (!p) {
       p = (async () => {
-        const file = manager?.info && manager.interpreter?.path === python ? manager.info.probeFile : undefined;
-        if (file) return fs.promises.readFile(file, "utf8");
-        return fs.promises.readFile((await checkStridelens(python)).probeFile, "utf8");
+        const info = manager?.info && manager.interpreter?.path === python ? manager.info : await checkStridelens(python);
+        return fs.promises.readFile(file === "probe.py" ? info.probeFile : nodePath.join(nodePath.dirname(info.probeFile), file), "utf8");
       })();
-      p.catch(() => probeCache.delete(python));
-      probeCache.set(python, p);
+      p.catch(() => probeCache.delete(`${python}\n${file}`));
+      probeCache.set(`${python}\n${file}`, p);
     }
     return p;
   };
+  const probeSource = () => inspectorSource("probe.py");
+  // The memory panel's report sections, analysed by the same code as `stridelens inspect`
+  // (through the launcher; no torch import there).
+  const analyze = async (kind: ReportKind, raw: unknown): Promise<unknown> => {
+    const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
+    const r = await runStridelens(python, ["--analyze", kind], 60_000, undefined, JSON.stringify(raw));
+    if (r.code !== 0) throw new Error(`analysing the ${kind} report failed: ${r.stderr.trim().split("\n").slice(-2).join(" / ") || `exit ${r.code}`}`);
+    return JSON.parse(r.stdout);
+  };
+  const report = (frame: StoppedFrame, kind: ReportKind) => readReport(frame, kind, inspectorSource, analyze);
 
   // What the static analysis expects at binding sites. Asked of the running server
   // (`stridelens/explain`, instant) when the file is open there, else of
@@ -81,7 +92,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     vscode.commands.registerCommand("stridelens.restartServer", () => manager?.restart()),
     vscode.commands.registerCommand("stridelens.showOutput", () => output.show(true)),
-    vscode.commands.registerCommand("stridelens.showTensorMemory", () => MemoryPanel.show(runtime, log)),
+    vscode.commands.registerCommand("stridelens.showTensorMemory", () => MemoryPanel.show(runtime, log, { extensionUri: context.extensionUri, report })),
     vscode.commands.registerCommand("stridelens.refreshRuntimeFacts", () => runtime.scheduleRefresh(0)),
     vscode.commands.registerCommand("stridelens.applyAllFixes", async () => {
       const ed = vscode.window.activeTextEditor;

@@ -84,19 +84,21 @@ export function importStrategy(resource?: vscode.Uri): ImportStrategy {
 /** The environment stridelens runs in: the launcher reads the import strategy from it. */
 export const stridelensEnv = (resource?: vscode.Uri): Record<string, string> => ({ STRIDELENS_IMPORT_STRATEGY: importStrategy(resource) });
 
-export function run(python: string, args: string[], timeoutMs = 60_000, cwd?: string, env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+export function run(python: string, args: string[], timeoutMs = 60_000, cwd?: string, env: Record<string, string> = {}, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(python, args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, cwd, env: { ...process.env, PYTHONNOUSERSITE: process.env.PYTHONNOUSERSITE ?? "", ...env } }, (err, stdout, stderr) => {
+    const child = execFile(python, args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, cwd, env: { ...process.env, PYTHONNOUSERSITE: process.env.PYTHONNOUSERSITE ?? "", ...env } }, (err, stdout, stderr) => {
       const e = err as (Error & { code?: number | string }) | null;
       const code = e ? (typeof e.code === "number" ? e.code : -1) : 0;
       resolve({ code, stdout: String(stdout), stderr: String(stderr) || (e && !stderr ? (e.code === "ENOENT" ? `ENOENT: ${python}` : String(e.message)) : "") });
     });
+    child.stdin?.on("error", () => undefined); // a Python that is gone: the exit callback says so
+    child.stdin?.end(input ?? "");
   });
 }
 
 /** `python -m stridelens ARGS` through the launcher (the bundled copy on sys.path). */
-export function runStridelens(python: string, args: string[], timeoutMs = 60_000, resource?: vscode.Uri) {
-  return run(python, [launcher(), ...args], timeoutMs, undefined, stridelensEnv(resource));
+export function runStridelens(python: string, args: string[], timeoutMs = 60_000, resource?: vscode.Uri, input?: string) {
+  return run(python, [launcher(), ...args], timeoutMs, undefined, stridelensEnv(resource), input);
 }
 
 /** Why an interpreter cannot run stridelens; `kind` picks what the notification offers. */

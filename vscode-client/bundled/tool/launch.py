@@ -2,6 +2,9 @@
 
     python launch.py ARGS...   is   python -m stridelens ARGS...   with bundled/libs on sys.path
     python launch.py --info    prints, as JSON, what this interpreter has (the extension's check)
+    python launch.py --analyze KIND   a probe's answer (JSON on stdin) as the report of
+                               `inspect --grads` (KIND grads) or `--cuda-summary` (cuda-summary):
+                               the memory panel's sections, analysed by stridelens' own code
 
 The extension carries stridelens and its pure-Python dependencies in bundled/libs (filled by
 scripts/bundle.py when the .vsix is packaged); the interpreter only needs torch, for exact
@@ -18,6 +21,8 @@ import os
 import sys
 
 TOO_OLD = 3  # exit code: this Python is older than stridelens supports
+# --analyze KIND: the module whose analyze() builds that report from the probe's answer.
+ANALYZERS = {"grads": "stridelens.inspector.grad_reports", "cuda-summary": "stridelens.inspector.cuda_report"}
 LIBS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libs")
 
 
@@ -79,6 +84,13 @@ def main():
             "debugpy": _find("debugpy", own_path),
             "bundledDebugpy": os.path.join(LIBS, "debugpy") if os.path.isdir(os.path.join(LIBS, "debugpy")) else None,
         }))
+        return 0
+    if len(args) == 2 and args[0] == "--analyze" and args[1] in ANALYZERS:
+        import importlib
+        import json
+
+        analyze = importlib.import_module(ANALYZERS[args[1]]).analyze
+        print(json.dumps(analyze(json.load(sys.stdin))))
         return 0
     import runpy
 

@@ -9,7 +9,12 @@ import { parseProbeAnswer, pythonString, unquotePythonRepr } from "./pyliteral";
 import { isSafeExpression } from "./safety";
 
 export const PRIVATE_NAME = "_stridelens_probe";
-const PROBE = `__import__('sys').modules[${pythonString(PRIVATE_NAME)}]`;
+/** An inspector module evaluated into the debuggee as `sys.modules[name]` (its PRIVATE_NAME and FILENAME). */
+export interface InspectorModule {
+  name: string;
+  filename: string;
+  source: () => Promise<string>;
+}
 export const PIN_MIN_BYTES = 1 << 20;
 
 export class NotStopped extends Error {
@@ -26,6 +31,7 @@ export interface StopState {
 
 export class ProbeClient {
   private injected: Promise<void> | undefined;
+  private readonly modules = new Map<string, Promise<void>>(); // injected inspector modules by private name
   target: Record<string, unknown> | undefined;
 
   constructor(
@@ -59,28 +65,51 @@ export class ProbeClient {
   }
 
   private async inject(frameId: number, epoch: number): Promise<void> {
-    let src = await this.probeSource();
-    const digest = createHash("sha1").update(src, "utf8").digest("hex").slice(0, 16);
-    const have = unquotePythonRepr(
-      await this.evaluate(`getattr(__import__('sys').modules.get(${pythonString(PRIVATE_NAME)}), 'SOURCE_ID', None)`, frameId, epoch),
-    );
-    if (have !== digest) {
-      src += `\nSOURCE_ID = ${pythonString(digest)}\n`;
-      const t0 = Date.now();
-      await this.evaluate(
-        `exec(compile(${pythonString(src)}, '<stridelens-probe>', 'exec'), ` +
-          `__import__('sys').modules.setdefault(${pythonString(PRIVATE_NAME)}, __import__('types').ModuleType(${pythonString(PRIVATE_NAME)})).__dict__)`,
-        frameId,
-        epoch,
-      );
-      this.log(`probe injected into the debuggee (${Date.now() - t0} ms)`);
-    }
+    await this.injectModule(PRIVATE_NAME, "<stridelens-probe>", await this.probeSource(), frameId, epoch);
     this.target = await this.callRaw<Record<string, unknown>>("setup_json()", frameId, epoch);
     this.log(`debuggee: ${JSON.stringify(this.target)}`);
   }
 
-  private async callRaw<T>(call: string, frameId: number, epoch: number): Promise<T> {
-    const raw = await this.evaluate(`${PROBE}.${call}`, frameId, epoch);
+  /** Evaluate `src` into `sys.modules[name]` of the debuggee unless that exact source is there (as stridelens.inspector.session.inject). */
+  private async injectModule(name: string, filename: string, src: string, frameId: number, epoch: number): Promise<void> {
+    const digest = createHash("sha1").update(src, "utf8").digest("hex").slice(0, 16);
+    const have = unquotePythonRepr(
+      await this.evaluate(`getattr(__import__('sys').modules.get(${pythonString(name)}), 'SOURCE_ID', None)`, frameId, epoch),
+    );
+    if (have === digest) return;
+    src += `\nSOURCE_ID = ${pythonString(digest)}\n`;
+    const t0 = Date.now();
+    // One expression: a multi-statement snippet would leave temporaries in the user's globals.
+    await this.evaluate(
+      `exec(compile(${pythonString(src)}, ${pythonString(filename)}, 'exec'), ` +
+        `__import__('sys').modules.setdefault(${pythonString(name)}, __import__('types').ModuleType(${pythonString(name)})).__dict__)`,
+      frameId,
+      epoch,
+    );
+    this.log(`${filename} injected into the debuggee (${Date.now() - t0} ms)`);
+  }
+
+  /**
+   * A call into an inspector module that builds on the probe (the gradient probe, the
+   * allocator probe, ...): each of `modules` is injected once, in order, after the probe.
+   */
+  async callModule<T>(frameId: number, modules: InspectorModule[], call: string): Promise<T> {
+    const epoch = this.state.epoch;
+    await this.ensure(frameId, epoch);
+    for (const m of modules) {
+      let done = this.modules.get(m.name);
+      if (!done) {
+        done = (async () => this.injectModule(m.name, m.filename, await m.source(), frameId, epoch))();
+        done.catch(() => this.modules.delete(m.name));
+        this.modules.set(m.name, done);
+      }
+      await done;
+    }
+    return this.callRaw<T>(call, frameId, epoch, modules[modules.length - 1].name);
+  }
+
+  private async callRaw<T>(call: string, frameId: number, epoch: number, module = PRIVATE_NAME): Promise<T> {
+    const raw = await this.evaluate(`__import__('sys').modules[${pythonString(module)}].${call}`, frameId, epoch);
     const ans = parseProbeAnswer<T>(raw);
     if (!ans.ok) throw new Error(ans.error);
     return ans.result;

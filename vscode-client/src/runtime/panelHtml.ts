@@ -1,0 +1,150 @@
+// The memory panel's webview page (HTML, CSS and its inline script): no VS Code imports, so
+// the unit tests can check that its script parses.
+import { randomBytes } from "node:crypto";
+
+/** The webview's page: `cspSource` may load `pictureScript` (dist/webview.js). */
+export function panelHtml(cspSource: string, pictureScript: string): string {
+  const nonce = randomBytes(16).toString("hex");
+  return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="UTF-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}' ${cspSource};">
+<meta name="viewport" content="width=device-width, initial-scale=1.0">
+<title>Tensor memory</title>
+<style nonce="${nonce}">
+body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size); color: var(--vscode-foreground); padding: 0 12px 24px; }
+h1 { font-size: 1.25em; margin: 10px 0 4px; } h2 { font-size: 1.05em; margin: 16px 0 6px; border-bottom: 1px solid var(--vscode-panel-border); }
+table { border-collapse: collapse; } td, th { padding: 2px 10px 2px 0; text-align: left; vertical-align: top; } th { font-weight: 600; }
+.num { text-align: right; font-variant-numeric: tabular-nums; }
+.finding { border-left: 3px solid var(--vscode-editorWarning-foreground); padding: 4px 8px; margin: 6px 0; background: var(--vscode-textBlockQuote-background); }
+.finding .name { font-weight: 700; font-family: var(--vscode-editor-font-family); }
+a { color: var(--vscode-textLink-foreground); cursor: pointer; text-decoration: none; } a:hover { text-decoration: underline; }
+code, .mono { font-family: var(--vscode-editor-font-family); }
+.muted { color: var(--vscode-descriptionForeground); }
+.banner { padding: 4px 8px; background: var(--vscode-inputValidation-infoBackground); display: none; }
+.tensor { cursor: pointer; } .tensor.sel { background: var(--vscode-list-activeSelectionBackground); color: var(--vscode-list-activeSelectionForeground); }
+.picture-box { margin: 6px 0; width: 100%; overflow: hidden; }
+svg.picture { display: block; font-family: var(--vscode-editor-font-family); }
+.pic-free { fill: var(--vscode-editorWidget-background); stroke: var(--vscode-panel-border); stroke-width: 1; }
+.pic-used { fill: var(--vscode-charts-blue, #3794ff); }
+.pic-spread { fill: var(--vscode-charts-blue, #3794ff); fill-opacity: 0.45; }
+.pic-first { stroke: var(--vscode-charts-orange, #d18616); stroke-width: 2; }
+.pic-num { fill: #fff; } .pic-dot { fill: var(--vscode-descriptionForeground); }
+.pic-tick { stroke: var(--vscode-charts-orange, #d18616); stroke-width: 2; }
+.pic-label { fill: var(--vscode-foreground); font-size: 11px; } .pic-muted { fill: var(--vscode-descriptionForeground); }
+pre { margin: 4px 0; }
+.tone-ok { color: var(--vscode-testing-iconPassed, #73c991); } .tone-bad { color: var(--vscode-errorForeground); font-weight: 600; }
+.tone-warn { color: var(--vscode-editorWarning-foreground); } .tone-muted { color: var(--vscode-descriptionForeground); }
+button { background: var(--vscode-button-background); color: var(--vscode-button-foreground); border: none; padding: 3px 10px; cursor: pointer; }
+</style></head>
+<body>
+<div id="banner" class="banner">The debuggee is running: these facts are from the last stop. Stop again and press Refresh.</div>
+<h1 id="title">Tensor memory</h1>
+<div><button id="refresh">Refresh</button> <span id="status" class="muted">loading…</span></div>
+<div id="content"></div>
+<script nonce="${nonce}" src="${pictureScript}"></script>
+<script nonce="${nonce}">
+const vscode = acquireVsCodeApi();
+const $ = (id) => document.getElementById(id);
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+$("refresh").addEventListener("click", () => vscode.postMessage({ type: "refresh" }));
+let selected = null;
+function render(m) {
+  $("title").textContent = "Tensor memory · " + m.title;
+  $("status").textContent = m.totals.tensors + " live tensors in " + m.totals.storages + " storages, " + m.totals.human;
+  let h = "";
+  h += "<h2>Leaks</h2>";
+  if (!m.findings.length) h += '<div class="muted">no leak pattern found</div>';
+  for (const f of m.findings) {
+    h += '<div class="finding" data-kind="' + esc(f.kind) + '"><span class="name">' + esc(f.title) + '</span> · ' + esc(f.human) + '<div>' + esc(f.message) + '</div>';
+    if (f.refs.length) h += '<div class="refs">' + f.refs.map((r) => '<div><a class="src" data-line="' + r.line + '">line ' + r.line + '</a> <code>' + esc(r.text) + '</code></div>').join("") + '</div>';
+    h += "</div>";
+  }
+  h += "<h2>Per device</h2><table><tr><th>device</th><th class=num>bytes</th><th class=num>storages</th><th class=num>tensors</th><th>graph-only</th></tr>";
+  for (const d of m.devices) h += "<tr><td>" + esc(d.device) + "</td><td class=num>" + esc(d.human) + "</td><td class=num>" + d.storages + "</td><td class=num>" + d.tensors + "</td><td>" + esc(d.graphOnly || "") + (d.cuda ? " " + esc(JSON.stringify(d.cuda)) : "") + "</td></tr>";
+  h += "</table>";
+  h += '<h2>Selected tensor</h2><div id="detail" class="muted">click a tensor below</div>';
+  h += '<h2>Gradients</h2><div id="grads"><button id="read-grads">Read gradients</button> <span class="muted">grad norm, grad/weight, NaN/Inf, zeros and missing grads per parameter of the frame&#39;s nn.Modules, as <code>inspect --grads</code> (reads gradient and weight values)</span></div>';
+  h += '<h2>Memory explained</h2><div id="cuda"><button id="read-cuda">Explain memory</button> <span class="muted">the CUDA allocator&#39;s allocated, reserved, peak, inactive split, retries and OOMs, each with what it means, and the share the live tensors account for (on a CPU-only target: the process RSS), as <code>inspect --cuda-summary</code></span></div>';
+  h += "<h2>Biggest storages</h2><table><tr><th class=num>bytes</th><th>device</th><th>tensors</th><th></th></tr>";
+  for (const t of m.top.slice(0, 10)) h += "<tr><td class=num>" + esc(t.human) + "</td><td>" + esc(t.device) + "</td><td class=mono>" + esc(t.label) + "</td><td class=muted>" + (t.savedByGraph ? "saved by an autograd graph" : "") + "</td></tr>";
+  h += "</table>";
+  h += "<h2>This frame's tensors by storage</h2>";
+  if (!m.groups.length) h += '<div class="muted">no tensors in this frame</div>';
+  for (const g of m.groups) {
+    h += '<div><b>' + esc(g.human) + '</b> ' + esc(g.device) + ' <span class="muted">' + esc(g.summary) + '</span>';
+    for (const t of g.tensors) h += '<div class="tensor mono" data-name="' + esc(t.name) + '">&nbsp;&nbsp;' + esc(t.label) + '</div>';
+    h += "</div>";
+  }
+  $("content").innerHTML = h;
+  for (const a of document.querySelectorAll("a.src")) a.addEventListener("click", () => vscode.postMessage({ type: "open", line: Number(a.dataset.line) }));
+  for (const t of document.querySelectorAll(".tensor")) t.addEventListener("click", () => select(t.dataset.name));
+  $("read-grads").addEventListener("click", () => { $("grads").textContent = "reading gradients…"; vscode.postMessage({ type: "report", kind: "grads" }); });
+  $("read-cuda").addEventListener("click", () => { $("cuda").textContent = "reading the allocator…"; vscode.postMessage({ type: "report", kind: "cuda-summary" }); });
+  if (selected && m.tensors.includes(selected)) select(selected);
+}
+function select(name) {
+  selected = name;
+  for (const t of document.querySelectorAll(".tensor")) t.classList.toggle("sel", t.dataset.name === name);
+  $("detail").textContent = "reading " + name + "…";
+  vscode.postMessage({ type: "select", name });
+}
+function renderDetail(d) {
+  let h = '<div class="mono"><b>' + esc(d.name) + "</b>: " + esc(d.facts) + "</div><div>" + esc(d.storage) + "</div>";
+  if (d.layout) h += '<div id="picture-head" class="muted mono"></div><div id="picture" class="picture-box"></div><div id="picture-foot" class="muted mono"></div>';
+  h += "<div><b>grad_fn chain</b></div>" + (d.chain.length ? "<pre>" + esc(d.chain.join("\\n")) + "</pre>" : '<div class="muted">none (no autograd history)</div>');
+  if (d.notes.length) h += "<ul>" + d.notes.map((n) => "<li>" + esc(n) + "</li>").join("") + "</ul>";
+  $("detail").className = "";
+  $("detail").innerHTML = h;
+  shownLayout = d.layout;
+  drawPicture();
+}
+function renderGrads(v) {
+  let h = "";
+  if (v.empty) h += '<div class="muted">' + esc(v.empty) + "</div>";
+  else {
+    h += '<table class="grads"><tr><th class=num>#</th><th>parameter</th><th>shape</th><th class=num>grad norm</th><th class=num>grad/weight</th><th class=num>NaN</th><th class=num>Inf</th><th class=num>zeros</th><th>grad</th></tr>';
+    for (const r of v.rows) h += '<tr class="grad-row" data-name="' + esc(r.name) + '"><td class=num>' + esc(r.rank) + '</td><td class=mono>' + esc(r.name) + '</td><td class=mono>' + esc(r.shape) + '</td><td class=num>' + esc(r.gradNorm) + '</td><td class=num>' + esc(r.ratio) + '</td><td class=num>' + esc(r.nan) + '</td><td class=num>' + esc(r.inf) + '</td><td class=num>' + esc(r.zeros) + '</td><td class="tone-' + r.tone + '">' + esc(r.state) + "</td></tr>";
+    h += "</table>";
+  }
+  for (const f of v.findings) h += '<div class="finding grad-finding" data-kind="' + esc(f.kind) + '"><span class="name">' + esc(f.kind) + "</span>: " + esc(f.message) + "</div>";
+  if (!v.empty && !v.findings.length) h += '<div class="tone-ok">No collapse, explosion, NaN/Inf or missing gradient found.</div>';
+  h += '<div class="muted">' + esc(v.summary) + "</div>";
+  $("grads").innerHTML = h;
+}
+function renderCuda(v) {
+  let h = "";
+  if (v.status) h += '<div class="tone-warn cuda-status">' + esc(v.status) + "</div>";
+  for (const d of v.devices) {
+    h += '<table class="cuda"><tr><th>' + esc(d.device) + '</th><th class=num>value</th><th>what it means</th></tr>';
+    for (const r of d.rows) h += "<tr><td>" + esc(r.name) + "</td><td class=num>" + esc(r.value) + "</td><td>" + esc(r.meaning) + "</td></tr>";
+    h += "</table>";
+  }
+  h += '<div class="cuda-process">' + esc(v.process) + "</div>";
+  for (const o of v.others) h += '<div class="muted">' + esc(o) + "</div>";
+  $("cuda").innerHTML = h;
+}
+// The picture is drawn for the panel's width, and again whenever that changes.
+let shownLayout = null;
+function drawPicture() {
+  const box = $("picture");
+  if (!box || !shownLayout || !window.stridelensPicture) return;
+  const v = window.stridelensPicture.pictureView(shownLayout, box.clientWidth);
+  if (!v) { box.textContent = "no picture for this layout"; return; }
+  box.innerHTML = v.svg;
+  $("picture-head").textContent = v.header || "";
+  $("picture-foot").textContent = v.footer;
+}
+new ResizeObserver(() => drawPicture()).observe(document.body);
+window.addEventListener("message", (e) => {
+  const m = e.data;
+  if (m.type === "loading") { $("status").textContent = "reading the process…"; $("banner").style.display = "none"; }
+  else if (m.type === "model") { $("banner").style.display = "none"; render(m.model); }
+  else if (m.type === "error") $("status").textContent = "error: " + m.message;
+  else if (m.type === "running") $("banner").style.display = "block";
+  else if (m.type === "detail") renderDetail(m.detail);
+  else if (m.type === "detail-error") $("detail").textContent = m.name + ": " + m.message;
+  else if (m.type === "report") (m.kind === "grads" ? renderGrads : renderCuda)(m.view);
+  else if (m.type === "report-error") $(m.kind === "grads" ? "grads" : "cuda").textContent = m.kind + ": " + m.message;
+});
+</script></body></html>`;
+}

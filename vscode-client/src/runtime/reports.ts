@@ -1,0 +1,37 @@
+// The `stridelens inspect` reports the memory panel shows on request: which inspector modules
+// each one injects into the stopped debuggee (after the probe), the call that reads it, and
+// the analysis that turns the answer into the report's JSON, which stays stridelens' own
+// Python (`launch.py --analyze KIND`, the same function `inspect` uses).
+import type { StoppedFrame } from "./controller";
+
+export type ReportKind = "grads" | "cuda-summary";
+
+interface ModuleFile {
+  name: string; // the module's PRIVATE_NAME
+  filename: string; // its FILENAME (what tracebacks show)
+  file: string; // in stridelens/inspector/
+}
+
+const DIFF_PROBE: ModuleFile = { name: "_stridelens_diff", filename: "<stridelens-diff-probe>", file: "diff_probe.py" };
+
+export const REPORTS: Record<ReportKind, { modules: ModuleFile[]; call: string }> = {
+  // inspect --grads: reads gradient and weight values (grads_probe.py).
+  grads: { modules: [{ name: "_stridelens_grads", filename: "<stridelens-grads-probe>", file: "grads_probe.py" }], call: "grads_json(globals(), locals())" },
+  // inspect --cuda-summary: the allocator's host-side counters and the live storages' totals (allocator_probe.py on diff_probe.py's walk).
+  "cuda-summary": {
+    modules: [DIFF_PROBE, { name: "_stridelens_allocator", filename: "<stridelens-allocator-probe>", file: "allocator_probe.py" }],
+    call: "summary_json(locals())",
+  },
+};
+
+/** Read report `kind` of the stopped frame: the probe's answer, analysed. */
+export async function readReport(
+  frame: StoppedFrame,
+  kind: ReportKind,
+  inspectorSource: (file: string) => Promise<string>,
+  analyze: (kind: ReportKind, raw: unknown) => Promise<unknown>,
+): Promise<unknown> {
+  const spec = REPORTS[kind];
+  const modules = spec.modules.map((m) => ({ name: m.name, filename: m.filename, source: () => inspectorSource(m.file) }));
+  return analyze(kind, await frame.client.callModule<unknown>(frame.frameId, modules, spec.call));
+}
