@@ -67,8 +67,7 @@ def _tensor_totals(ns: dict[str, Any] | None) -> dict[str, dict[str, int]]:
     live, _ = diff._walk(ns)
     per: dict[str, dict[str, int]] = {}
     for key, n in live.bytes.items():
-        dev = key.split("@")[0].split("#")[0]
-        d = per.setdefault(dev, {"bytes": 0, "storages": 0})
+        d = per.setdefault(live.device_of(key), {"bytes": 0, "storages": 0})
         d["bytes"] += n
         d["storages"] += 1
     return per

@@ -26,6 +26,8 @@ from __future__ import annotations
 import gc
 import json
 import sys
+from itertools import compress, groupby
+from operator import attrgetter
 from typing import Any
 
 PRIVATE_NAME = "_stridelens_diff"
@@ -58,67 +60,111 @@ def _probe() -> Any:
     return p
 
 
-def _key(probe: Any, t: Any) -> tuple[str, int] | None:
-    try:
-        s = t.untyped_storage()
-    except probe._TORCH_ERRORS:  # sparse & co: no single storage
-        return None
-    ptr = s.data_ptr()
-    # Meta and empty storages all have address 0: the StorageImpl address tells them apart.
-    return f"{t.device}@{ptr:#x}" if ptr else f"{t.device}#{s._cdata:#x}", int(s.nbytes())
+def _key_of_storage(s: Any) -> int:
+    # CPU and CUDA share one virtual address space; meta and empty storages all have address 0:
+    # minus their StorageImpl address tells them apart.
+    return int(s.data_ptr()) or -int(s._cdata)
 
 
 class _Live:
-    """One walk: storage key -> bytes, and the objects that hold each storage."""
+    """One walk: storage key -> bytes and device, and which tensor objects hold which storage.
+
+    Per-tensor facts are read with map() over C methods (no bytecode per tensor): 100k tensors
+    cost about what reading them costs."""
 
     def __init__(self, torch: Any, probe: Any) -> None:
         T = torch.Tensor
-        self.bytes: dict[str, int] = {}
-        self.members: dict[str, list[Any]] = {}
+        self.errors = probe._TORCH_ERRORS
+        self.bytes: dict[int, int] = {}
+        self.device: dict[int, int] = {}  # storage key -> device code (get_device(); own codes for address 0)
+        self.dev_name: dict[int, str] = {}
+        self._odd: dict[str, int] = {}
+        self.key_of: dict[int, int] = {}  # id(tensor object) -> storage key
         self.grad_owner: dict[int, Any] = {}  # id(grad) -> the leaf it belongs to
-        self.graph_root: dict[str, Any] = {}  # storage saved by a graph -> that graph's root tensor
+        self.graph_root: dict[int, Any] = {}  # storage only a graph saved -> that graph's root tensor
         self.objs: list[Any] = gc.get_objects()
-        tensors = [o for o in self.objs if issubclass(type(o), T)]
+        self.tensor_types = {tp for tp in set(map(type, self.objs)) if issubclass(tp, T)}
+        tensors = list(compress(self.objs, map(self.tensor_types.__contains__, map(type, self.objs))))
         self.tensor_count = len(tensors)
-        roots: list[Any] = []
+        self._add(T, tensors)
+        wants_grad = list(compress(tensors, map(attrgetter("requires_grad"), tensors)))
+        roots = [t for t in wants_grad if t.grad_fn is not None]
+        grads = []
         t = g = None
-        for t in tensors:
-            self._add(probe, t)
-            if t.requires_grad:
-                if t.grad_fn is not None:
-                    roots.append(t)
-                    continue
-                g = t.grad if t.is_leaf else None
+        for t in wants_grad:
+            if t.grad_fn is None and t.is_leaf:
+                g = t.grad
                 if g is not None:
                     self.grad_owner[id(g)] = t
-                    self._add(probe, g)
-        del t, g
+                    grads.append(g)
+        del t, g, wants_grad
+        self._add(T, grads)
+        del grads, tensors
         self.roots = len(roots)
+        held = set(self.bytes)
         seen: dict[int, Any] = {}
         walking: list[Any] = [None]  # the root whose graph is being walked
 
         def on_saved(_node: Any, st: Any) -> None:
-            k = _key(probe, st)
-            if k is not None:
-                self.bytes.setdefault(k[0], k[1])
-                self.graph_root.setdefault(k[0], walking[0])
+            try:
+                s = st.untyped_storage()
+            except self.errors:
+                return
+            k = _key_of_storage(s)
+            if k not in held and k not in self.graph_root:
+                self.bytes[k] = int(s.nbytes())
+                code = st.get_device() if k > 0 else self.odd_code(str(st.device))
+                self.device[k] = code
+                self.dev_name.setdefault(code, str(st.device))
+                self.graph_root[k] = walking[0]
 
         for r in roots:
             walking[0] = r
             probe._walk_graph(r.grad_fn, seen, T, on_saved)
         seen.clear()
         walking.clear()
-        del roots, tensors
+        del roots
 
-    def _add(self, probe: Any, t: Any) -> None:
-        k = _key(probe, t)
-        if k is not None:
-            self.bytes[k[0]] = k[1]
-            self.members.setdefault(k[0], []).append(t)
+    def _add(self, T: Any, ts: list[Any]) -> None:
+        try:
+            storages = list(map(T.untyped_storage, ts))
+        except self.errors:  # sparse & co have no single storage: one by one
+            kept, storages = [], []
+            for t in ts:
+                try:
+                    storages.append(t.untyped_storage())
+                except self.errors:
+                    continue
+                kept.append(t)
+            ts = kept
+        if not storages:
+            return
+        S = type(storages[0])
+        keys = list(map(S.data_ptr, storages))
+        codes = list(map(T.get_device, ts))
+        if 0 in keys:
+            for i in [i for i, k in enumerate(keys) if k == 0]:
+                keys[i] = -int(storages[i]._cdata)
+                codes[i] = self.odd_code(str(ts[i].device))
+        self.bytes.update(zip(keys, map(S.nbytes, storages), strict=True))
+        self.device.update(zip(keys, codes, strict=True))
+        self.key_of.update(zip(map(id, ts), keys, strict=True))
+        for code in set(codes) - self.dev_name.keys():
+            self.dev_name[code] = str(ts[codes.index(code)].device)
+        del storages
+
+    def odd_code(self, device: str) -> int:
+        """A device code of our own for address-0 storages (meta, empty): not a device index."""
+        code = self._odd.setdefault(device, -1000 - len(self._odd))
+        self.dev_name[code] = device
+        return code
+
+    def device_of(self, key: int) -> str:
+        return self.dev_name.get(self.device.get(key, -1), "?")
 
     def drop(self) -> None:
         """Let go of every object (only keys, bytes and names stay)."""
-        self.members.clear()
+        self.key_of.clear()
         self.grad_owner.clear()
         self.graph_root.clear()
         self.objs = []
@@ -129,33 +175,44 @@ def _is_optimizer(torch: Any, v: Any) -> bool:
     return opt is not None and isinstance(v, opt)
 
 
-def _labels(torch: Any, probe: Any, ns: dict[str, Any] | None) -> dict[int, tuple[str, str]]:
-    """id(tensor) -> (keeper kind, keeper name) for tensors reachable from the namespaces."""
-    T = torch.Tensor
+_RANK = {k: i for i, k in enumerate((VARIABLE, MODULE, GRADIENT, OPTIMIZER, CONTAINER, GRAPH, OTHER))}
+
+
+def _labels(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> dict[int, tuple[str, str]]:
+    """Storage key -> (keeper kind, keeper name) for storages of tensors reachable from the
+    namespaces; where several reach one storage, the kind first in _RANK wins, then the first name."""
     Module = torch.nn.Module
-    out: dict[int, tuple[str, str]] = {}
-    containers = (list, tuple, dict)
+    is_tensor = live.tensor_types.__contains__
+    key_of = live.key_of.get
+    by_kind: dict[str, list[tuple[list[int | None], tuple[str, str]]]] = {}
+
+    def add(kind: str, name: str, tensors: Any) -> None:
+        by_kind.setdefault(kind, []).append((list(map(key_of, map(id, tensors))), (kind, name)))
+
     for _prefix, space in probe._namespaces(ns):
         for name, v in list(space.items()):
             if name.startswith("__") or name.startswith("_stridelens") or type(v) is type(sys):
                 continue
-            if issubclass(type(v), T):
-                out.setdefault(id(v), (VARIABLE, name))
-            elif type(v) in containers:
-                items = v.values() if type(v) is dict else v
-                for x in items:
-                    if issubclass(type(x), T):
-                        out.setdefault(id(x), (CONTAINER, name))
+            tp = type(v)
+            if is_tensor(tp):
+                add(VARIABLE, name, [v])
+            elif tp in (list, tuple, dict):
+                values = list(v.values()) if tp is dict else v
+                add(CONTAINER, name, compress(values, map(is_tensor, map(type, values))))
+                del values
             elif isinstance(v, Module):
-                for _pname, p in v.named_parameters():
-                    out.setdefault(id(p), (MODULE, name))
-                for _bname, b in v.named_buffers():
-                    out.setdefault(id(b), (MODULE, name))
+                add(MODULE, name, [*(p for _, p in v.named_parameters()), *(b for _, b in v.named_buffers())])
             elif _is_optimizer(torch, v):
-                for state in list(v.state.values()):
-                    for x in state.values():
-                        if issubclass(type(x), T):
-                            out.setdefault(id(x), (OPTIMIZER, name))
+                add(OPTIMIZER, name, [x for state in list(v.state.values()) for x in state.values()
+                                      if is_tensor(type(x))])
+    out: dict[int, tuple[str, str]] = {}
+    for kind in sorted(by_kind, key=_RANK.__getitem__):
+        for keys, label in by_kind[kind]:
+            new = dict.fromkeys(keys, label)
+            new.pop(None, None)  # type: ignore[call-overload]
+            for k in new.keys() & out.keys():  # first name wins
+                del new[k]
+            out.update(new)  # type: ignore[arg-type]
     return out
 
 
@@ -171,62 +228,46 @@ def _param_names(torch: Any, probe: Any, ns: dict[str, Any] | None) -> dict[int,
     return names
 
 
-def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
+def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> dict[int, tuple[str, str]]:
     """Storage key -> (kind, name) of what keeps it alive (see the kind order above)."""
-    labels = _labels(torch, probe, ns)
-    pnames = _param_names(torch, probe, ns)
-    T = torch.Tensor
-    out: dict[str, tuple[str, str]] = {}
-    unlabeled: dict[int, str] = {}  # id(tensor) -> its storage key, for the container scan
-    rank = {k: i for i, k in enumerate((VARIABLE, MODULE, GRADIENT, OPTIMIZER, CONTAINER, GRAPH, OTHER))}
-    for key, ts in live.members.items():
-        best: tuple[str, str] | None = None
-        for t in ts:
-            lab = labels.get(id(t))
-            if lab is None and id(t) in live.grad_owner:
-                owner = live.grad_owner[id(t)]
-                lab = (GRADIENT, f"{pnames.get(id(owner), 'an unnamed leaf')}.grad")
-            if lab is not None and (best is None or rank[lab[0]] < rank[best[0]]):
-                best = lab
-        if best is None:
-            for t in ts:
-                unlabeled[id(t)] = key
-        else:
-            out[key] = best
+    out = _labels(torch, probe, live, ns)
+    if live.grad_owner:
+        pnames = _param_names(torch, probe, ns)
+        for gid, owner in live.grad_owner.items():
+            k = live.key_of.get(gid)
+            label = (GRADIENT, f"{pnames.get(id(owner), 'an unnamed leaf')}.grad")
+            if k is not None and (k not in out or _RANK[out[k][0]] > _RANK[GRADIENT]):
+                out[k] = label
     # Unnamed tensors inside lists / deques / dicts that no name reaches directly (self.history).
-    if unlabeled:
+    unnamed_keys = live.key_of.values() - out.keys()
+    if unnamed_keys:
+        unnamed = dict(compress(live.key_of.items(), map(unnamed_keys.__contains__, live.key_of.values())))
         ns_dicts = probe._namespace_dict_ids()
-        deque_t = type(sys.modules["collections"].deque()) if "collections" in sys.modules else None
+        deque_t = type(sys.modules["collections"].deque()) if "collections" in sys.modules else list
+        kinds = {list, deque_t, dict}
         found: dict[int, Any] = {}
-        holds: dict[str, int] = {}  # storage key -> id(container)
-        for o in live.objs:
-            tp = type(o)
-            if tp is list or tp is deque_t:
-                items: Any = o
-            elif tp is dict and id(o) not in ns_dicts:
-                items = o.values()
-            else:
+        holds: dict[int, int] = {}  # storage key -> id(container)
+        for o in compress(live.objs, map(kinds.__contains__, map(type, live.objs))):
+            if type(o) is dict and id(o) in ns_dicts:
                 continue
-            for x in items:
-                k = unlabeled.get(id(x)) if issubclass(type(x), T) else None
-                if k is not None and k not in holds:
+            hit = unnamed.keys() & set(map(id, o.values() if type(o) is dict else o))
+            for i in hit:
+                k = unnamed[i]
+                if k not in holds:
                     holds[k] = id(o)
                     found.setdefault(id(o), o)
         biggest = sorted(found.values(), key=len, reverse=True)[:NAMED_CONTAINERS]
         names = probe._referrer_names(biggest, {}) if biggest else {}
         for k, cid in holds.items():
-            c = found[cid]
-            out[k] = (CONTAINER, names.get(cid) or f"an unnamed {type(c).__name__}")
+            out[k] = (CONTAINER, names.get(cid) or f"an unnamed {type(found[cid]).__name__}")
         found.clear()
-        del biggest
+        del biggest, o
     for key, root in live.graph_root.items():
-        if key in out or key in live.members:
-            continue
-        root_key = _key(probe, root)
-        via = out.get(root_key[0]) if root_key else None
+        via = out.get(live.key_of.get(id(root), 0))
         out[key] = (GRAPH, f"graph of {via[1]}" if via else "a graph with no named root")
-    for key in live.bytes:
-        out.setdefault(key, (OTHER, "no name or container reaches it"))
+    nobody = (OTHER, "no name or container reaches it")
+    for key in live.bytes.keys() - out.keys():
+        out[key] = nobody
     return out
 
 
@@ -235,7 +276,7 @@ def _totals(live: _Live) -> dict[str, int]:
             "graph_roots": live.roots}
 
 
-def _walk(ns: dict[str, Any] | None) -> tuple[_Live, dict[str, tuple[str, str]]]:
+def _walk(ns: dict[str, Any] | None) -> tuple[_Live, dict[int, tuple[str, str]]]:
     torch, probe = _torch(), _probe()
     # As in the probe's process report: the walk allocates per tensor; collections would traverse
     # the whole heap again and again.
@@ -255,16 +296,16 @@ def _record(ns: dict[str, Any] | None) -> dict[str, Any]:
     """Walk, name, and add this stop's totals and per-keeper bytes to the state."""
     live, keepers = _walk(ns)
     per: dict[tuple[str, str], list[int]] = {}
-    for k, n in live.bytes.items():
-        b = per.setdefault(keepers[k], [0, 0])
-        b[0] += n
-        b[1] += 1
+    label_of, nbytes = keepers.__getitem__, live.bytes.__getitem__
+    # sorted + groupby: the per-storage work runs in C (100k storages, a few keepers)
+    for label, keys in groupby(sorted(live.bytes, key=label_of), key=label_of):
+        ks = list(keys)
+        per[label] = [sum(map(nbytes, ks)), len(ks)]
     stop = len(_state["stops"])
     if stop:
-        old, first = _state["keepers"], _state["first_seen"]
-        for k in live.bytes:
-            if old.get(k) != keepers[k] and (k, keepers[k]) not in first:
-                first[(k, keepers[k])] = stop
+        first = _state["first_seen"]
+        for pair in keepers.items() - _state["keepers"].items():  # storages new, or kept anew
+            first.setdefault(pair, stop)
     else:
         _state["bytes"] = dict(live.bytes)
         _state["keepers"] = keepers
@@ -295,9 +336,9 @@ def end(ns: dict[str, Any] | None) -> dict[str, Any]:
         _record(ns)
         stops: list[dict[str, Any]] = _state["stops"]
         steps = len(stops) - 1
-        old: dict[str, int] = _state["bytes"]
-        old_keepers: dict[str, tuple[str, str]] = _state["keepers"]
-        first: dict[tuple[str, tuple[str, str]], int] = _state["first_seen"]
+        old: dict[int, int] = _state["bytes"]
+        old_keepers: dict[int, tuple[str, str]] = _state["keepers"]
+        first: dict[tuple[int, tuple[str, str]], int] = _state["first_seen"]
         live_bytes, keepers = _state["last"]
         groups: dict[tuple[str, str], dict[str, Any]] = {}
         for i, st in enumerate(stops):
@@ -309,13 +350,13 @@ def end(ns: dict[str, Any] | None) -> dict[str, Any]:
                                       "new_bytes_by_step": [0] * steps}
                 g["bytes_by_stop"][i] = n
                 g["storages_by_stop"][i] = count
-        new = [(k, n) for k, n in live_bytes.items() if old_keepers.get(k) != keepers[k]]
+        new = [(k, live_bytes[k]) for k, _ in keepers.items() - old_keepers.items()]
         for k, n in new:
             g = groups[keepers[k]]
             g["new_storages"] += 1
             g["new_bytes"] += n
             g["new_bytes_by_step"][first.get((k, keepers[k]), steps) - 1] += n
-        freed = [n for k, n in old.items() if k not in live_bytes]
+        freed = [old[k] for k in old.keys() - live_bytes.keys()]
         return {"steps": steps, "stops": [st["totals"] for st in stops], "groups": list(groups.values()),
                 "new_storages": len(new), "new_bytes": sum(n for _, n in new),
                 "freed_storages": len(freed), "freed_bytes": sum(freed)}
