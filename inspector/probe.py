@@ -214,14 +214,18 @@ def _chain(grad_fn: Any) -> list[dict[str, Any]]:
 
 
 def _graph_saved_bytes(grad_fn: Any, tensor_type: type) -> dict[str, Any]:
-    storages: dict[str, int] = {}
+    storages: dict[int, int] = {}
     count = [0]
 
     def on_saved(_node: Any, t: Any) -> None:
         count[0] += 1
-        st = _storage(t)
-        if st is not None:
-            storages.setdefault(st[0], st[1])
+        try:
+            s = t.untyped_storage()
+        except _TORCH_ERRORS:
+            return
+        key = _fast_key(s)
+        if key not in storages:
+            storages[key] = s.nbytes()
 
     problems: list[str] = []
     nodes = _walk_graph(grad_fn, {}, tensor_type, on_saved, problems=problems)
@@ -1030,7 +1034,8 @@ def setup() -> dict[str, Any]:
 
 def _json(fn: Any, *args: Any, **kwargs: Any) -> str:
     try:
-        return json.dumps({"ok": True, "result": fn(*args, **kwargs)})
+        # No circular check: results are fresh trees of dicts and lists (saves ~15% of the dump).
+        return json.dumps({"ok": True, "result": fn(*args, **kwargs)}, check_circular=False)
     except ProbeError as e:
         return json.dumps({"ok": False, "error": str(e)})
     except Exception as e:  # noqa: BLE001 -- report it; never raise into the user's process

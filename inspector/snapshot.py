@@ -3,8 +3,8 @@
 How one snapshot runs:
 1. A private directory (mkdtemp: 0700) gets the boot file (`snapshot_boot`: the probe's source
    and the call that writes the report).
-2. gdb attaches with no shared-library symbols but libpython's and libc's (torch's libraries
-   would cost seconds), maps one page with `mmap`, writes the entry statement into it through
+2. gdb attaches with no shared-library symbols but the ELF symbol tables of libpython and libc
+   (torch's libraries, or libpython's DWARF, would cost seconds of stopped target), maps one page with `mmap`, writes the entry statement into it through
    ptrace (no `malloc` in the target: another thread may hold its lock), and queues
    `PyRun_SimpleString(page)` with `Py_AddPendingCall`, then detaches. The target was stopped
    for that gdb session only.
@@ -203,8 +203,9 @@ def _gdb_queue(pid: int, entry: str) -> None:
     script = os.path.join(os.path.dirname(entry), "inject-gdb.py")
     _write_private(script, f"ENTRY_FILE = {entry!r}\nPAGE = {PAGE}\n" + _GDB_SCRIPT)
     # -iex runs before the attach: with -ex gdb would first read every library's symbols
-    # (torch's take over 10 s); libpython's and libc's are read by the script.
-    cmd = ["gdb", "-nx", "-q", "-batch", "-iex", "set auto-solib-add off", "-iex", "set auto-load off",
+    # (torch's take over 10 s); the script reads libpython's and libc's, and --readnever keeps
+    # that to their ELF symbol tables (libpython's DWARF doubles the time the target is stopped).
+    cmd = ["gdb", "-nx", "-q", "-batch", "--readnever", "-iex", "set auto-solib-add off", "-iex", "set auto-load off",
            "-iex", "set confirm off", "-p", str(pid), "-x", script]
     try:
         out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=GDB_TIMEOUT)

@@ -43,7 +43,16 @@ def _stridelens_snapshot():
     t0 = time.perf_counter()
     ns = {{"__name__": {name!r}, "__builtins__": __builtins__}}
     target = {{}}
+    # In the middle of an import (torch still loading, say) the heap is half built: come back later.
+    f = sys._getframe(1)
+    importing = False
+    while f is not None and not importing:
+        importing = f.f_code.co_filename.startswith("<frozen importlib")
+        f = f.f_back
+    del f
     try:
+        if importing:
+            raise RuntimeError("the main thread is importing modules (is torch still loading?); try again in a moment")
         exec(compile({src!r}, "<stridelens-probe>", "exec"), ns)
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
@@ -57,7 +66,8 @@ def _stridelens_snapshot():
         body = ns["process_report_json"]({top!r}, {min_pin!r}, None,
                                          frame_locals=sys.version_info >= (3, 13), named={named!r})
     except Exception as e:  # never raise into the user's program
-        body = json.dumps({{"ok": False, "error": f"snapshot failed: {{type(e).__name__}}: {{e}}"}})
+        msg = str(e) if importing else f"snapshot failed: {{type(e).__name__}}: {{e}}"
+        body = json.dumps({{"ok": False, "error": msg}})
     finally:
         ns.clear()
     timing = {{"queued_at": {queued!r}, "started_at": started, "report_s": time.perf_counter() - t0}}

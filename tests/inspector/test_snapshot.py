@@ -267,3 +267,31 @@ def test_usage_errors(cli: Any) -> None:
     assert r.rc == 2 and "drop --expr" in r.err
     r = cli("--launch", "x.py", "--break", "x.py:1", "--every", "2", "--count", "2")
     assert r.rc == 2
+
+
+def test_refuses_while_the_main_thread_imports(start: Any, cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "slowmod.py").write_text(textwrap.dedent("""
+        import os, time
+        while not os.path.exists("go"):  # an import that takes its time, as torch's does
+            time.sleep(0.01)
+    """))
+    proc = start(program("""
+        import sys, time, torch
+        sys.path.insert(0, ".")
+        keep = torch.zeros(10)
+        self_report("state.json", phase="before")
+        import slowmod
+        while True:
+            self_report("state.json", phase="after")
+            time.sleep(0.05)
+    """))
+    before = state_after(tmp_path, proc, after=0)
+    r = cli("--pid", str(proc.pid), "--snapshot")
+    skip_without_ptrace(r)
+    assert r.rc == 1 and "the main thread is importing modules" in r.err, r.err
+    (tmp_path / "go").write_text("")
+    after = state_after(tmp_path, proc, after=time.time())
+    assert after["phase"] == "after"
+    before["modules"].append("slowmod")
+    before["main_globals"] = sorted([*before["main_globals"], "slowmod"])
+    assert_untouched(before, after)
