@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from stridelens.i18n import N_, tr
+
 
 @dataclass(frozen=True)
 class Provenance:
@@ -22,7 +24,24 @@ class Provenance:
     line: int  # 1-based
 
     def render(self) -> str:
-        return f"{self.what}: {self.because} at line {self.line}"
+        # `what` is one of NOTE_KINDS (translated here) or a text built with its numbers.
+        return tr("{what}: {because} at line {line}").format(what=tr(self.what), because=self.because, line=self.line)
+
+
+# The kinds of provenance notes (`with_note(what, ...)`), marked for the catalogue.
+NOTE_KINDS = (
+    N_("shares storage, no autograd"),
+    N_("view"),
+    N_("new tensor"),
+    N_("copy"),
+    N_("non-contiguous"),
+    N_("non-contiguous unless the moved dims have size 1"),
+    N_("detached, shares storage"),
+    N_("view, no copy"),
+    N_("non-contiguous view"),
+    N_("view (shares storage)"),
+    N_("shape differs between calls"),  # interp_support.CALLS_DIFFER
+)
 
 
 @dataclass(frozen=True)

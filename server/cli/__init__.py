@@ -6,11 +6,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from stridelens import __version__
+from stridelens import __version__, i18n
+from stridelens.i18n import tr
 
 
 def _not_yet(name: str) -> int:
-    print(f"stridelens {name}: not available yet in this version", file=sys.stderr)
+    print(tr("stridelens {command}: not available yet in this version").format(command=name), file=sys.stderr)
     return 2
 
 
@@ -29,6 +30,27 @@ def _register(commands: argparse._SubParsersAction, name: str) -> None:  # type:
     else:
         from stridelens.inspector import cli as module
     module.register(commands)
+    # Every command takes `--lang` after its name (`stridelens check --lang zh-CN ...`).
+    commands.choices[name].add_argument(
+        "--lang",
+        metavar="LANG",
+        help="language of messages: en, zh-CN (default: from LC_ALL / LC_MESSAGES / LANG)",
+    )
+
+
+def _choose_language(flag: str | None) -> None:
+    """`--lang`, else the POSIX locale variables; an unknown `--lang` is said, then English."""
+    if flag and i18n.normalize(flag) is None:
+        i18n.set_language(i18n.from_environment())
+        print(
+            tr("stridelens: no messages in {language!r}; available: {available}").format(
+                language=flag, available="en, zh-CN"
+            ),
+            file=sys.stderr,
+        )
+        i18n.set_language(i18n.ENGLISH)
+        return
+    i18n.set_language(flag or i18n.from_environment())
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -50,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    _choose_language(getattr(args, "lang", None))
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

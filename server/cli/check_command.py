@@ -18,7 +18,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from stridelens import __version__
+from stridelens import __version__, i18n
+from stridelens.i18n import ntr, tr
 from stridelens.server.analysis import DEFAULT_BUDGET_S, SourceError, analyze_source, read_source
 from stridelens.server.analysis.replay import torch_importable
 from stridelens.server.notebook import (
@@ -74,14 +75,14 @@ def collect_files(paths: Iterable[str], exclude: Iterable[str] = ()) -> tuple[li
     extra = [e.strip("/") for e in exclude if e.strip("/")]
     for path in paths:
         if not os.path.exists(path):
-            errors.append(f"{path}: no such file or directory")
+            errors.append(tr("{path}: no such file or directory").format(path=path))
         elif os.path.isdir(path):
             found = list(_walk(path, extra))
             if not found:
-                errors.append(f"{path}: no Python files in this directory")
+                errors.append(tr("{path}: no Python files in this directory").format(path=path))
             files.extend(found)
         elif not path.endswith(PYTHON_SUFFIXES):
-            errors.append(f"{path}: not a Python file (expected .py or .ipynb)")
+            errors.append(tr("{path}: not a Python file (expected .py or .ipynb)").format(path=path))
         else:
             files.append(path)
     seen: set[str] = set()
@@ -135,6 +136,8 @@ class Settings:
     severity: tuple[tuple[str, Severity], ...]
     keep_source: bool
     no_grad_functions: tuple[str, ...] = ()
+    # Messages' language, set again in each worker process (a spawned one starts in English).
+    language: str = i18n.ENGLISH
 
 
 def check_file(path: str, settings: Settings) -> FileResult:
@@ -142,6 +145,8 @@ def check_file(path: str, settings: Settings) -> FileResult:
     from stridelens.server.rules.gate import needs_replay
 
     notebook: NotebookProgram | None = None
+    if i18n.language() != settings.language:
+        i18n.set_language(settings.language)
     try:
         if path.endswith(NOTEBOOK_SUFFIX):
             notebook = read_notebook(path)
@@ -160,7 +165,8 @@ def check_file(path: str, settings: Settings) -> FileResult:
             analysis, settings.select, settings.ignore, dict(settings.severity), settings.no_grad_functions
         )
     except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
-        return FileResult(path, error=f"{path}: internal error while analysing: {type(err).__name__}: {err}")
+        text = tr("{path}: internal error while analysing: {error}").format(path=path, error=f"{type(err).__name__}: {err}")
+        return FileResult(path, error=text)
     return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed, notebook=notebook)
 
 
@@ -248,13 +254,15 @@ def render_text(findings: list[Finding], sources: Sources) -> str:
         lines = sources.get((f.path, f.cell) if f.cell is not None else f.path)
         if lines and 1 <= f.line <= len(lines):
             text = lines[f.line - 1].rstrip("\n").expandtabs(1)
-            end = f.end_col if f.end_line == f.line else len(text) + 1
-            width = max(1, min(end, len(text) + 1) - f.col)
+            end = min(f.end_col if f.end_line == f.line else len(text) + 1, len(text) + 1)
+            # The caret under the code in terminal columns: CJK characters and most emoji take two.
+            width = max(1, i18n.columns(text[f.col - 1 : end - 1]))
             gutter = f"{f.line} | "
             out.append(f"  {gutter}{text}")
-            out.append("  " + " " * len(gutter) + " " * (f.col - 1) + "^" * width)
+            out.append("  " + " " * len(gutter) + " " * i18n.columns(text[: f.col - 1]) + "^" * width)
         if f.fix is not None:
-            out.append(f"  = fix: {f.fix.title}" + ("" if f.fix.safe else " (unsafe: --fix --unsafe-fixes)"))
+            unsafe = "" if f.fix.safe else tr(" (unsafe: --fix --unsafe-fixes)")
+            out.append(tr("  = fix: {title}").format(title=f.fix.title) + unsafe)
         out.append("")
     return "\n".join(out)
 
@@ -363,7 +371,7 @@ def _validate_codes(codes: list[str] | None, flag: str) -> None:
 
     for code in codes or ():
         if code != "ALL" and not any(rule.startswith(code) for rule in ALL_RULES):
-            raise UsageError(f"{flag}: unknown rule code {code!r} (see `stridelens rule --all`)")
+            raise UsageError(tr("{flag}: unknown rule code {code!r} (see `stridelens rule --all`)").format(flag=flag, code=code))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -371,7 +379,7 @@ def run(args: argparse.Namespace) -> int:
     from stridelens.server.rules.fixes import apply_fixes
 
     def err(message: str) -> None:
-        print(f"stridelens check: {message}", file=sys.stderr)
+        print(tr("stridelens check: {message}").format(message=message), file=sys.stderr)
 
     select = _split_codes(args.select)
     ignore = _split_codes(args.ignore)
@@ -382,11 +390,11 @@ def run(args: argparse.Namespace) -> int:
         err(str(error))
         return 2
     if args.jobs < 0:
-        err("--jobs must be 0 (all cores) or more")
+        err(tr("--jobs must be 0 (all cores) or more"))
         return 2
     config = ProjectConfig() if args.no_config else load_project_config(args.paths[0] if os.path.exists(args.paths[0]) else os.getcwd())
     for problem in config.problems:
-        err(f"config: {problem}")
+        err(tr("config: {problem}").format(problem=problem))
     if select is None:
         select = config.select
     select = ["SL" if c == "ALL" else c for c in select] if select else None
@@ -397,12 +405,16 @@ def run(args: argparse.Namespace) -> int:
         severity=tuple(sorted(config.severity.items())),
         keep_source=True,
         no_grad_functions=tuple(config.no_grad_functions),
+        # JSON and SARIF are the machine interface: the same bytes in every locale.
+        language=i18n.language() if args.format == "text" else i18n.ENGLISH,
     )
     files, errors = collect_files(args.paths, config.exclude)
     failed = bool(errors)
     for message in errors:
         err(message)
+    chosen = i18n.language()
     results = check_files(files, settings, args.jobs) if files else []
+    i18n.set_language(chosen)  # the findings of JSON output were made in English
     findings: list[Finding] = []
     sources: Sources = {}
     diffs: list[str] = []
@@ -428,7 +440,7 @@ def run(args: argparse.Namespace) -> int:
                     err(str(error))
                     failed = True
                 except OSError as error:
-                    err(f"{result.path}: cannot write fixes: {error.strerror or error}")
+                    err(tr("{path}: cannot write fixes: {error}").format(path=result.path, error=error.strerror or error))
                     failed = True
         if result.notebook is not None:
             program = result.notebook
@@ -441,16 +453,18 @@ def run(args: argparse.Namespace) -> int:
     findings.sort(key=_sort_key)
     if any(r.replayed for r in results) and not torch_importable():
         err(
-            "note: torch is not installed for this interpreter, so no op was replayed: facts only "
-            "torch can give (concrete shapes and strides of tensors built from literal sizes) are "
-            "unknown and findings that need them are missed; symbolic findings are unaffected. "
-            "Install torch here for exact facts."
+            tr(
+                "note: torch is not installed for this interpreter, so no op was replayed: facts only "
+                "torch can give (concrete shapes and strides of tensors built from literal sizes) are "
+                "unknown and findings that need them are missed; symbolic findings are unaffected. "
+                "Install torch here for exact facts."
+            )
         )
 
     if args.diff:
         sys.stdout.write("".join(diffs))
         if diffs:
-            print(f"Would fix {len(diffs)} file{'s' if len(diffs) != 1 else ''}.", file=sys.stderr)
+            print(ntr("Would fix {n} file.", "Would fix {n} files.", len(diffs)).format(n=len(diffs)), file=sys.stderr)
         return 2 if failed else (1 if diffs else 0)
 
     if args.format == "json":
@@ -462,16 +476,16 @@ def run(args: argparse.Namespace) -> int:
         if findings:
             sys.stdout.write(render_text(findings, sources))
             fixable = sum(1 for f in findings if f.fix is not None and f.fix.safe)
-            summary = f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''}"
+            summary = ntr("Found {n} finding", "Found {n} findings", len(findings)).format(n=len(findings))
             if fixed_count:
-                summary += f" ({fixed_count} fixed)"
+                summary += tr(" ({n} fixed)").format(n=fixed_count)
             if fixable:
-                summary += f"; {fixable} fixable with `stridelens check --fix`"
-            print(summary + ".")
+                summary += tr("; {n} fixable with `stridelens check --fix`").format(n=fixable)
+            print(summary + tr("."))
         elif fixed_count:
-            print(f"Fixed {fixed_count} finding{'s' if fixed_count != 1 else ''}; nothing left.")
+            print(ntr("Fixed {n} finding; nothing left.", "Fixed {n} findings; nothing left.", fixed_count).format(n=fixed_count))
         elif not failed:
-            print("All checks passed!")
+            print(tr("All checks passed!"))
     if failed:
         return 2
     return 1 if findings else 0

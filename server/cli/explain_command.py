@@ -11,10 +11,11 @@ import json
 import sys
 from typing import Any
 
+from stridelens import i18n
+from stridelens.i18n import ntr, tr
 from stridelens.server.analysis import Analysis, Explanation, SourceError, analyze_file
 from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.storage_picture import render_storage_picture
-from stridelens.server.units import plural
 
 
 class PositionError(Exception):
@@ -36,14 +37,14 @@ def register(commands: Any) -> None:
 def parse_position(spec: str) -> tuple[str, int, int]:
     parts = spec.rsplit(":", 2)
     if len(parts) != 3 or not parts[0]:
-        raise PositionError(f"{spec}: expected FILE:LINE:COL")
+        raise PositionError(tr("{spec}: expected FILE:LINE:COL").format(spec=spec))
     path, line_text, col_text = parts
     try:
         line, col = int(line_text), int(col_text)
     except ValueError:
-        raise PositionError(f"{spec}: LINE and COL must be numbers") from None
+        raise PositionError(tr("{spec}: LINE and COL must be numbers").format(spec=spec)) from None
     if line < 1 or col < 1:
-        raise PositionError(f"{spec}: LINE and COL are 1-based")
+        raise PositionError(tr("{spec}: LINE and COL are 1-based").format(spec=spec))
     return path, line, col
 
 
@@ -56,16 +57,24 @@ def explain_position(spec: str, cache: dict[str, Analysis]) -> Explanation | Non
             raise PositionError(str(err)) from None
     analysis = cache[path]
     if line > len(analysis.lines):
-        raise PositionError(f"{spec}: line {line} is past the end of the file ({len(analysis.lines)} lines)")
+        raise PositionError(
+            tr("{spec}: line {line} is past the end of the file ({count} lines)").format(
+                spec=spec, line=line, count=len(analysis.lines)
+            )
+        )
     text = analysis.lines[line - 1]
     if col > len(text):
-        raise PositionError(f"{spec}: column {col} is past the end of line {line} ({len(text)} characters)")
+        raise PositionError(
+            tr("{spec}: column {col} is past the end of line {line} ({count} characters)").format(
+                spec=spec, col=col, line=line, count=len(text)
+            )
+        )
     broken = analysis.line_is_broken(line)
     if broken is not None:
-        raise PositionError(f"{spec}: syntax error on this line: {broken.message}")
+        raise PositionError(tr("{spec}: syntax error on this line: {error}").format(spec=spec, error=broken.message))
     explanation = analysis.explain_at(line, col - 1)
     if explanation is None:
-        raise PositionError(f"{spec}: not on an expression")
+        raise PositionError(tr("{spec}: not on an expression").format(spec=spec))
     return explanation
 
 
@@ -74,61 +83,69 @@ def render_text(spec: str, explanation: Explanation) -> str:
     lines = [f"{spec}  `{explanation.expr}`"]
     if fact is None:
         if explanation.items:
-            lines.append(f"  a tuple of {len(explanation.items)} tensors:")
+            count = len(explanation.items)
+            lines.append(ntr("  a tuple of {n} tensor:", "  a tuple of {n} tensors:", count).format(n=count))
             for i, item in enumerate(explanation.items):
                 shape = tuple(item.shape) if item is not None and item.shape is not None else "?"
-                lines.append(f"    [{i}] shape {shape}")
+                lines.append(tr("    [{index}] shape {shape}").format(index=i, shape=shape))
         else:
-            lines.append("  nothing known: not a tensor the analysis can follow here")
+            lines.append(tr("  nothing known: not a tensor the analysis can follow here"))
         return "\n".join(lines)
 
     def show(value: Any) -> str:
         if value is None:
-            return "unknown"
+            return tr("unknown")
         if isinstance(value, bool):
-            return "yes" if value else "no"
+            return tr("yes") if value else tr("no")
         if isinstance(value, tuple):
             return str(value)
         return str(value)
 
     shape, strides = fact.display_shape, fact.display_strides
     rows = [
-        ("shape", format_sizes(shape, pretty=False) if shape is not None else "unknown"),
+        (tr("shape"), format_sizes(shape, pretty=False) if shape is not None else tr("unknown")),
         ("dtype", show(fact.dtype)),
-        ("device", show(fact.device)),
-        ("strides", format_sizes(strides, pretty=False) if strides is not None else "unknown"),
-        ("storage offset", show(fact.display_offset)),
-        ("contiguous", show(fact.stated_contiguous)),
+        (tr("device"), show(fact.device)),
+        (tr("strides"), format_sizes(strides, pretty=False) if strides is not None else tr("unknown")),
+        (tr("storage offset"), show(fact.display_offset)),
+        (tr("contiguous"), show(fact.stated_contiguous)),
     ]
     if fact.assumes_text:
-        rows.append(("assumes", ", ".join(fact.assumes_text)))
+        rows.append((tr("assumes"), tr(", ").join(fact.assumes_text)))
     if fact.view_of:
-        rows.append(("view of", f"`{fact.view_of}` (shares its storage)"))
+        rows.append((tr("view of"), tr("`{base}` (shares its storage)").format(base=fact.view_of)))
     elif fact.is_view is False:
-        rows.append(("memory", "its own storage"))
+        rows.append((tr("memory"), tr("its own storage")))
     if fact.storage_numel is not None:
-        size = plural(fact.storage_numel, "element")
+        size = ntr("{n} element", "{n} elements", fact.storage_numel).format(n=f"{fact.storage_numel:,}")
         if fact.storage_nbytes is not None:
-            size += f", {fact.storage_nbytes:,} bytes"
-        rows.append(("storage size", size))
+            size += tr(", {n} bytes").format(n=f"{fact.storage_nbytes:,}")
+        rows.append((tr("storage size"), size))
     rows.append(("requires_grad", show(fact.stated_requires_grad)))
     if fact.carries_graph and not fact.grad_unknown:
-        rows.append(("autograd", "carries a graph"))
+        rows.append(("autograd", tr("carries a graph")))
     if fact.detached_from:
-        rows.append(("detached from", f"`{fact.detached_from}`"))
-    width = max(len(k) for k, _ in rows)
-    lines += [f"  {k.ljust(width)}  {v}" for k, v in rows]
+        rows.append((tr("detached from"), f"`{fact.detached_from}`"))
+    width = max(i18n.columns(k) for k, _ in rows)
+    lines += [f"  {k}{' ' * (width - i18n.columns(k))}  {v}" for k, v in rows]
     picture = render_storage_picture(fact, width=78)  # the card is indented by 2: 80 columns
     if picture:
         lines.append("")
         lines += [f"  {row}" for row in picture]
     if fact.provenance:
-        lines.append("  why:")
+        lines.append(tr("  why:"))
         lines += [f"    - {note}" for note in fact.notes()]
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "json":
+        with i18n.english():  # the machine interface: the same answers in every locale
+            return _run(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     cache: dict[str, Analysis] = {}
     answers: list[dict[str, Any] | None] = []
     failed = False
@@ -137,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             explanation = explain_position(spec, cache)
         except PositionError as err:
-            print(f"stridelens explain: {err}", file=sys.stderr)
+            print(tr("stridelens explain: {error}").format(error=err), file=sys.stderr)
             failed = True
             answers.append(None)
             continue

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from stridelens.i18n import tr
+
 
 def register(commands: Any) -> None:
     sub = commands.add_parser(
@@ -21,6 +23,7 @@ def register(commands: Any) -> None:
 
 
 def _rule_json(rule: Any) -> dict[str, Any]:
+    """The machine interface: English in every locale (the docs are kept in English)."""
     return {
         "code": rule.code,
         "name": rule.name,
@@ -36,7 +39,7 @@ def _rule_json(rule: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from stridelens.server.rules import ALL_RULES
-    from stridelens.server.rules.catalogue import render_rule
+    from stridelens.server.rules.catalogue import render_rule, severity_name
 
     if args.all:
         rules = [ALL_RULES[c] for c in sorted(ALL_RULES)]
@@ -45,15 +48,16 @@ def run(args: argparse.Namespace) -> int:
         else:
             width = max(len(r.name) for r in rules)
             for r in rules:
-                print(f"{r.code}  {r.name.ljust(width)}  {r.severity.value:<11}  {r.summary}")
+                severity = severity_name(r.severity)
+                print(f"{r.code}  {r.name.ljust(width)}  {severity:<11}  {tr(r.summary)}")
         return 0
     if not args.code:
-        print("stridelens rule: give a rule code (e.g. SL101) or --all", file=sys.stderr)
+        print(tr("stridelens rule: give a rule code (e.g. SL101) or --all"), file=sys.stderr)
         return 2
     wanted = args.code.strip()
     rule = ALL_RULES.get(wanted.upper()) or next((r for r in ALL_RULES.values() if r.name == wanted.lower()), None)
     if rule is None:
-        print(f"stridelens rule: unknown rule {wanted!r} (see `stridelens rule --all`)", file=sys.stderr)
+        print(tr("stridelens rule: unknown rule {rule!r} (see `stridelens rule --all`)").format(rule=wanted), file=sys.stderr)
         return 2
     if args.format == "json":
         print(json.dumps(_rule_json(rule), indent=2))

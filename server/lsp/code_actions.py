@@ -9,13 +9,14 @@ from typing import Any
 
 from lsprotocol import types
 
+from stridelens.i18n import N_, tr
 from stridelens.server.lsp.diagnostics import NOQA, SOURCE, changed_block
 from stridelens.server.lsp.documents import Encoding, split_lines
 
 FIX_ALL_KIND = "source.fixAll.stridelens"
 FIX_ALL_COMMAND = "stridelens.fixAll"
 MAX_FIX_PASSES = 5
-FIX_ALL_TITLE = "stridelens: apply all safe fixes"
+FIX_ALL_TITLE = N_("stridelens: apply all safe fixes")
 KINDS = [types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND]
 
 
@@ -112,7 +113,7 @@ def code_actions(
             suppressed.add((line0, code))
             actions.append(
                 types.CodeAction(
-                    title=f"Suppress {code} on this line",
+                    title=tr("Suppress {code} on this line").format(code=code),
                     kind=types.CodeActionKind.QuickFix,
                     diagnostics=[diag],
                     edit=types.WorkspaceEdit(changes={uri: [suppress_edit(lines[line0], line0, code, enc)]}),
@@ -124,7 +125,7 @@ def code_actions(
         # caller when the client cannot resolve, see `fix_all_action`).
         actions.append(
             types.CodeAction(
-                title=FIX_ALL_TITLE,
+                title=tr(FIX_ALL_TITLE),
                 kind=FIX_ALL_KIND,
                 data={"uri": uri, "fixAll": True},
             )

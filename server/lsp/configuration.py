@@ -9,6 +9,8 @@ Keys (the same in initializationOptions and in the `stridelens` configuration se
     inlayHints    "off" | "shapes" | "strides" (shapes+strides)   default "shapes"
     replay        bool: exact facts from meta replay (imports torch)  default true
     debounceMs    int, 0..5000: wait after a change before analysing  default 50
+    locale        "en" | "zh-CN" | "auto" (or ""): messages' language   default "auto":
+                  initialize's `locale`, else LC_ALL / LC_MESSAGES / LANG
 
 Bad values never crash the server: each is reported (a message for the user) and the
 default kept.
@@ -20,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from stridelens import i18n
 from stridelens.server.rules import Severity
 
 INLAY_MODES = ("off", "shapes", "strides")
@@ -35,6 +38,7 @@ class Settings:
     replay: bool = True
     debounce_ms: int = 50
     no_grad_functions: tuple[str, ...] = ()  # from pyproject only
+    locale: str | None = None  # a catalogue ("zh_CN", "en"); None: follow the client
 
 
 def _codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:
@@ -106,6 +110,11 @@ def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, lis
                 problems.append(f"`debounceMs` must be an integer from 0 to 5000, got {value!r}")
                 continue
             out = replace(out, debounce_ms=value)
+        elif key == "locale":
+            if not isinstance(value, str) or (value.strip().lower() not in ("", "auto") and i18n.normalize(value) is None):
+                problems.append(f"`locale` must be one of auto, en, zh-CN; got {value!r}")
+                continue
+            out = replace(out, locale=i18n.normalize(value))
         else:
             problems.append(f"unknown setting `{key}` (ignored)")
     return out, [f"{source}: {p}" if not p.startswith(source) else p for p in problems]

@@ -7,6 +7,7 @@ import functools
 
 from lsprotocol import types
 
+from stridelens.i18n import language, ntr, tr
 from stridelens.server.analysis import Analysis, Explanation, TensorFact
 from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.replay import torch_importable
@@ -15,7 +16,8 @@ from stridelens.server.lsp.diagnostics import NOQA
 from stridelens.server.lsp.documents import Encoding
 from stridelens.server.lsp.operation_hover import operation_at, render_operation
 from stridelens.server.rules import ALL_RULES
-from stridelens.server.units import human_bytes, plural
+from stridelens.server.rules.catalogue import severity_name
+from stridelens.server.units import human_bytes
 
 # Columns of the hover's storage picture: VS Code's hover shows about this many monospace
 # characters before it scrolls, and every row must line up with the others.
@@ -23,12 +25,12 @@ HOVER_PICTURE_WIDTH = 64
 
 
 def _yes(value: bool | None) -> str:
-    return "unknown" if value is None else ("yes" if value else "no")
+    return tr("unknown") if value is None else (tr("yes") if value else tr("no"))
 
 
 def _tuple(value: tuple[int, ...] | None) -> str:
     if value is None:
-        return "unknown"
+        return tr("unknown")
     return f"`{tuple(value)}`"
 
 
@@ -38,73 +40,78 @@ def fact_lines(fact: TensorFact) -> list[str]:
     head = []
     shape = fact.display_shape
     if shape is not None:
-        head.append(f"**shape** `{format_sizes(shape)}`")
+        head.append(tr("**shape** `{shape}`").format(shape=format_sizes(shape)))
     if fact.dtype is not None:
-        head.append(f"**dtype** `{fact.dtype}`")
+        head.append(tr("**dtype** `{dtype}`").format(dtype=fact.dtype))
     if fact.device is not None:
-        head.append(f"**device** `{fact.device}`")
+        head.append(tr("**device** `{device}`").format(device=fact.device))
     if head:
         rows.append(" · ".join(head))
     layout = []
     strides, offset, contiguous = fact.display_strides, fact.display_offset, fact.stated_contiguous
     if strides is not None:
-        layout.append(f"**strides** `{format_sizes(strides)}`")
+        layout.append(tr("**strides** `{strides}`").format(strides=format_sizes(strides)))
     if offset is not None:
-        layout.append(f"**storage offset** `{str(offset).replace(' * ', '·')}`")
+        layout.append(tr("**storage offset** `{offset}`").format(offset=str(offset).replace(" * ", "·")))
     if contiguous is not None:
-        layout.append(f"**contiguous** {_yes(contiguous)}")
+        layout.append(tr("**contiguous** {answer}").format(answer=_yes(contiguous)))
     elif fact.permuted_by:
-        layout.append(f"**contiguous** no (dims reordered by `{fact.permuted_by}`)")
+        layout.append(tr("**contiguous** no (dims reordered by `{permute}`)").format(permute=fact.permuted_by))
     if layout:
         rows.append(" · ".join(layout))
     if fact.assumes_text:
-        rows.append("**assumes** " + ", ".join(f"`{a}`" for a in fact.assumes_text))
+        rows.append(tr("**assumes** {conditions}").format(conditions=tr(", ").join(f"`{a}`" for a in fact.assumes_text)))
     if fact.view_of:
-        rows.append(f"**memory** view of `{fact.view_of}` — shares its storage")
+        rows.append(tr("**memory** view of `{base}` — shares its storage").format(base=fact.view_of))
     elif fact.is_view is True:
-        rows.append("**memory** a view — shares the storage of another tensor")
+        rows.append(tr("**memory** a view — shares the storage of another tensor"))
     elif fact.is_view is False:
-        rows.append("**memory** a copy — its own storage")
+        rows.append(tr("**memory** a copy — its own storage"))
     if fact.storage_numel is not None:
-        size = f"**storage** {plural(fact.storage_numel, 'element')}"
+        elements = ntr("{n} element", "{n} elements", fact.storage_numel).format(n=f"{fact.storage_numel:,}")
         if fact.storage_nbytes is not None:
-            size += f", {human_bytes(fact.storage_nbytes)}"
+            size = tr("**storage** {elements}, {size}").format(elements=elements, size=human_bytes(fact.storage_nbytes))
+        else:
+            size = tr("**storage** {elements}").format(elements=elements)
         if fact.nbytes is not None and fact.storage_nbytes is not None and fact.nbytes != fact.storage_nbytes:
-            size += f" (this view reads {human_bytes(fact.nbytes)})"
+            size += tr(" (this view reads {size})").format(size=human_bytes(fact.nbytes))
         rows.append(size)
     grad = []
     if fact.stated_requires_grad is not None:
-        grad.append(f"**requires_grad** {_yes(fact.stated_requires_grad)}")
+        grad.append(tr("**requires_grad** {answer}").format(answer=_yes(fact.stated_requires_grad)))
     if fact.carries_graph and not fact.grad_unknown:
-        grad.append("carries an autograd graph")
+        grad.append(tr("carries an autograd graph"))
     if fact.detached_from:
-        grad.append(f"detached from `{fact.detached_from}` (shares its storage)")
+        grad.append(tr("detached from `{source}` (shares its storage)").format(source=fact.detached_from))
     if grad:
         rows.append(" · ".join(grad))
     return rows
 
 
-@functools.lru_cache(maxsize=1)
-def _symbolic_footer() -> str:
+@functools.lru_cache(maxsize=4)
+def _symbolic_footer(language: str) -> str:
     # Without torch the exact facts never come: say so rather than "once torch has loaded".
     if torch_importable():
-        return "_symbolic facts only: exact layout once torch has loaded_"
-    return "_symbolic facts only: torch is not installed for this interpreter_"
+        return tr("_symbolic facts only: exact layout once torch has loaded_")
+    return tr("_symbolic facts only: torch is not installed for this interpreter_")
 
 
 def render_card(explanation: Explanation, exact: bool) -> str | None:
     fact = explanation.fact
     expr = explanation.expr if len(explanation.expr) <= 60 else explanation.expr[:57] + "..."
-    out = [f"**`{expr}`** — tensor"]
+    out = [tr("**`{expr}`** — tensor").format(expr=expr)]
     if fact is None:
         if explanation.items:
-            out[0] = f"**`{expr}`** — a tuple of {len(explanation.items)} tensors"
+            count = len(explanation.items)
+            out[0] = ntr("**`{expr}`** — a tuple of {n} tensor", "**`{expr}`** — a tuple of {n} tensors", count).format(
+                expr=expr, n=count
+            )
             for i, item in enumerate(explanation.items):
-                shape = _tuple(item.shape) if item is not None else "unknown"
-                out.append(f"- `[{i}]` shape {shape}")
+                shape = _tuple(item.shape) if item is not None else tr("unknown")
+                out.append(tr("- `[{index}]` shape {shape}").format(index=i, shape=shape))
             return "\n".join(out)
         if explanation.items is not None:
-            out[0] = f"**`{expr}`** — a list of tensors"
+            out[0] = tr("**`{expr}`** — a list of tensors").format(expr=expr)
             return "\n".join(out)
         return None
     rows = fact_lines(fact)
@@ -112,18 +119,18 @@ def render_card(explanation: Explanation, exact: bool) -> str | None:
         return None
     out += [f"- {row}" for row in rows]
     if fact.display_shape is None:
-        out.append("- sizes unknown here; the facts above hold whatever they are")
+        out.append(tr("- sizes unknown here; the facts above hold whatever they are"))
     elif fact.shape is None:
-        out.append("- sizes in your names: these facts hold for every size (see **assumes**)")
+        out.append(tr("- sizes in your names: these facts hold for every size (see **assumes**)"))
     picture = render_storage_picture(fact, width=HOVER_PICTURE_WIDTH)
     if picture:
         out += ["", "```text", *picture, "```"]
     notes = fact.notes()
     if notes:
-        out += ["", "**Why**"]
+        out += ["", tr("**Why**")]
         out += [f"- {note}" for note in notes]
     if not exact:
-        out += ["", _symbolic_footer()]
+        out += ["", _symbolic_footer(language())]
     return "\n".join(out)
 
 
@@ -134,20 +141,20 @@ def rule_card(code: str) -> str | None:
     doc = rule.doc
     return "\n".join(
         [
-            f"**{rule.code}** `{rule.name}` ({rule.severity.value}) — {rule.summary}",
+            f"**{rule.code}** `{rule.name}` ({severity_name(rule.severity)}) — {tr(rule.summary)}",
             "",
-            f"**What it does** {doc.what}",
+            tr("**What it does** {text}").format(text=tr(doc.what)),
             "",
-            f"**Why it matters** {doc.why}",
+            tr("**Why it matters** {text}").format(text=tr(doc.why)),
             "",
-            "**Example**",
+            tr("**Example**"),
             "```python",
             doc.example.strip("\n"),
             "```",
             "",
-            f"**Fix** {doc.fix}",
+            tr("**Fix** {text}").format(text=tr(doc.fix)),
             "",
-            f"[Documentation]({rule.url})",
+            "[{label}]({url})".format(label=tr("Documentation"), url=rule.url),
         ]
     )
 

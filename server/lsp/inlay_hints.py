@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 from lsprotocol import types
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, TensorFact
 from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.values import SeqValue
@@ -18,16 +19,16 @@ from stridelens.server.lsp.documents import Encoding
 def label(fact: TensorFact, mode: str) -> str | None:
     marks = []
     if fact.contiguous is False or (fact.contiguous is None and fact.permuted_by):
-        marks.append("non-contig")
+        marks.append(tr("non-contig"))
     if fact.view_of or fact.is_view:
-        marks.append(f"view of {fact.view_of}" if fact.view_of else "view")
+        marks.append(tr("view of {base}").format(base=fact.view_of) if fact.view_of else tr("view"))
     shape = fact.display_shape
     if shape is None:
         return None  # nothing worth a hint on every line of a forward: quiet
     text = f": {format_sizes(shape)}"
     strides = fact.display_strides
     if mode == "strides" and strides is not None:
-        text += f" strides {format_sizes(strides)}"
+        text += tr(" strides {strides}").format(strides=format_sizes(strides))
     if marks:
         text += " " + " ".join(f"[{m}]" for m in marks)
     return text

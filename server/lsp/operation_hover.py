@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, ReplayEvent, TensorFact
 from stridelens.server.analysis.positions import char_to_byte
 from stridelens.server.units import human_bytes
@@ -129,12 +130,12 @@ def _event(analysis: Analysis, call: ast.Call | None, kind: str) -> ReplayEvent 
 
 
 def _mb(n: int | None) -> str:
-    return "its data" if n is None else human_bytes(n)
+    return tr("its data") if n is None else human_bytes(n)
 
 
 def _name(analysis: Analysis, node: ast.AST | None) -> str:
     if node is None:
-        return "the operand"
+        return tr("the operand")
     seg = analysis.segment(node)
     return seg if len(seg) <= 40 else seg[:37] + "..."
 
@@ -142,10 +143,9 @@ def _name(analysis: Analysis, node: ast.AST | None) -> str:
 def _layout(fact: TensorFact | None) -> str:
     if fact is None or fact.shape is None:
         return ""
-    s = f"shape `{tuple(fact.shape)}`"
     if fact.strides is not None:
-        s += f", strides `{tuple(fact.strides)}`"
-    return s
+        return tr("shape `{shape}`, strides `{strides}`").format(shape=tuple(fact.shape), strides=tuple(fact.strides))
+    return tr("shape `{shape}`").format(shape=tuple(fact.shape))
 
 
 def render_operation(analysis: Analysis, op: Operation, exact: bool) -> str | None:
@@ -159,111 +159,145 @@ def render_operation(analysis: Analysis, op: Operation, exact: bool) -> str | No
         bad = _event(analysis, op.call, "view-incompatible")
         if bad is not None:
             lines.append(
-                f"`view` here **raises at run time**: `{who}` is laid out so that the requested "
-                f"dims cannot be merged without a copy ({_layout(operand) or 'non-contiguous'}). "
-                "Use `.reshape(...)`, or `.contiguous().view(...)` to make the copy explicit."
+                tr(
+                    "`view` here **raises at run time**: `{who}` is laid out so that the requested "
+                    "dims cannot be merged without a copy ({layout}). "
+                    "Use `.reshape(...)`, or `.contiguous().view(...)` to make the copy explicit."
+                ).format(who=who, layout=_layout(operand) or tr("non-contiguous"))
             )
         elif result is not None and result.shape is not None:
             lines.append(
-                f"`view` here is fine: dims merge compatibly with `{who}`'s layout — "
-                f"no copy, the result shares `{who}`'s storage ({_layout(result)})."
+                tr(
+                    "`view` here is fine: dims merge compatibly with `{who}`'s layout — "
+                    "no copy, the result shares `{who}`'s storage ({layout})."
+                ).format(who=who, layout=_layout(result))
             )
         else:
             lines.append(
-                "`view` never copies: it reinterprets the same storage with new sizes, and raises "
-                "if the layout cannot be viewed that way."
+                tr(
+                    "`view` never copies: it reinterprets the same storage with new sizes, and raises "
+                    "if the layout cannot be viewed that way."
+                )
             )
             if operand is not None and operand.contiguous is False:
-                lines.append(f"`{who}` is non-contiguous here, so most views of it will raise.")
+                lines.append(tr("`{who}` is non-contiguous here, so most views of it will raise.").format(who=who))
     elif name == "reshape":
         copy = _event(analysis, op.call, "reshape-copies")
         if copy is not None:
             lines.append(
-                f"`reshape` here **copies {_mb(copy.nbytes)}** because its input `{who}` is "
-                f"non-contiguous ({_layout(operand)}); the result has its own storage."
+                tr(
+                    "`reshape` here **copies {size}** because its input `{who}` is "
+                    "non-contiguous ({layout}); the result has its own storage."
+                ).format(size=_mb(copy.nbytes), who=who, layout=_layout(operand))
             )
         elif result is not None and result.is_view is True:
-            lines.append(f"`reshape` here returns a view: no copy, it shares `{who}`'s storage.")
+            lines.append(tr("`reshape` here returns a view: no copy, it shares `{who}`'s storage.").format(who=who))
         elif result is not None and result.is_view is False:
-            lines.append(f"`reshape` here copies {_mb(result.nbytes)} into a new storage.")
+            lines.append(tr("`reshape` here copies {size} into a new storage.").format(size=_mb(result.nbytes)))
         else:
             lines.append(
-                "`reshape` returns a view when the layout allows it and silently copies otherwise."
+                tr("`reshape` returns a view when the layout allows it and silently copies otherwise.")
             )
             if operand is not None and operand.contiguous is False:
-                lines.append(f"`{who}` is non-contiguous here, so it is likely to copy.")
+                lines.append(tr("`{who}` is non-contiguous here, so it is likely to copy.").format(who=who))
     elif name == "contiguous":
         if operand is not None and operand.contiguous is True:
-            lines.append(f"`contiguous` is a no-op here: `{who}` is already contiguous (returns it as is).")
+            lines.append(
+                tr("`contiguous` is a no-op here: `{who}` is already contiguous (returns it as is).").format(who=who)
+            )
         elif operand is not None and operand.contiguous is False:
             lines.append(
-                f"`contiguous` here **copies {_mb(operand.nbytes)}** into a new row-major storage "
-                f"(`{who}` has {_layout(operand)})."
+                tr(
+                    "`contiguous` here **copies {size}** into a new row-major storage "
+                    "(`{who}` has {layout})."
+                ).format(size=_mb(operand.nbytes), who=who, layout=_layout(operand))
             )
         else:
-            lines.append("`contiguous` copies into a new row-major storage unless the input already is one.")
+            lines.append(tr("`contiguous` copies into a new row-major storage unless the input already is one."))
     elif name in ("permute", "transpose", "T", "mT", "t"):
         lines.append(
-            f"`{name}` never copies: it returns a view of `{who}` with the dims (and strides) reordered; "
-            "the result is usually non-contiguous, so a later `view` may raise and `reshape` may copy."
+            tr(
+                "`{op}` never copies: it returns a view of `{who}` with the dims (and strides) reordered; "
+                "the result is usually non-contiguous, so a later `view` may raise and `reshape` may copy."
+            ).format(op=name, who=who)
         )
         if operand is not None and result is not None and operand.strides and result.strides:
-            lines.append(f"strides `{tuple(operand.strides)}` → `{tuple(result.strides)}`.")
+            lines.append(
+                tr("strides `{before}` → `{after}`.").format(before=tuple(operand.strides), after=tuple(result.strides))
+            )
     elif name in ("expand", "expand_as"):
         lines.append(
-            f"`{name}` allocates nothing: size-1 dims of `{who}` get stride 0, so many elements "
-            "alias one memory cell. Writing into the result in place is an error or aliases; "
-            "`.clone()` it first if you need to write."
+            tr(
+                "`{op}` allocates nothing: size-1 dims of `{who}` get stride 0, so many elements "
+                "alias one memory cell. Writing into the result in place is an error or aliases; "
+                "`.clone()` it first if you need to write."
+            ).format(op=name, who=who)
         )
         if result is not None and result.strides is not None:
-            lines.append(f"result strides `{tuple(result.strides)}`.")
+            lines.append(tr("result strides `{strides}`.").format(strides=tuple(result.strides)))
     elif name == "detach":
         lines.append(
-            f"`detach` shares storage with `{who}` but is cut from the autograd graph "
-            "(requires_grad=False). In-place changes to it change "
-            f"`{who}` too, and can break `{who}`'s backward — mutate a `.clone()`."
+            tr(
+                "`detach` shares storage with `{who}` but is cut from the autograd graph "
+                "(requires_grad=False). In-place changes to it change "
+                "`{who}` too, and can break `{who}`'s backward — mutate a `.clone()`."
+            ).format(who=who)
         )
     elif name == "clone":
         lines.append(
-            f"`clone` copies {_mb(operand.nbytes if operand else None)} into a new storage; the copy stays "
-            f"in the autograd graph (gradients flow back to `{who}`). Use `.detach().clone()` for a "
-            "graph-free copy."
+            tr(
+                "`clone` copies {size} into a new storage; the copy stays "
+                "in the autograd graph (gradients flow back to `{who}`). Use `.detach().clone()` for a "
+                "graph-free copy."
+            ).format(size=_mb(operand.nbytes if operand else None), who=who)
         )
     elif name == "data":
         lines.append(
-            f"`.data` shares storage with `{who}` and hides changes from autograd: gradients computed "
-            "afterwards can be silently wrong. Use `.detach()` for reads and a `torch.no_grad()` "
-            "block for in-place updates."
+            tr(
+                "`.data` shares storage with `{who}` and hides changes from autograd: gradients computed "
+                "afterwards can be silently wrong. Use `.detach()` for reads and a `torch.no_grad()` "
+                "block for in-place updates."
+            ).format(who=who)
         )
     elif name == "item":
         lines.append(
-            f"`item` copies the one element of `{who}` to a Python number (a device sync on CUDA); "
-            "the result keeps no graph — the way to log a loss without keeping its graph alive."
+            tr(
+                "`item` copies the one element of `{who}` to a Python number (a device sync on CUDA); "
+                "the result keeps no graph — the way to log a loss without keeping its graph alive."
+            ).format(who=who)
         )
     elif name == "backward":
         lines.append(
-            f"`backward` runs the graph behind `{who}`, accumulates into `.grad` of the leaves, then "
-            "frees the graph's saved tensors (unless `retain_graph=True`): a second backward through "
-            "the same graph raises."
+            tr(
+                "`backward` runs the graph behind `{who}`, accumulates into `.grad` of the leaves, then "
+                "frees the graph's saved tensors (unless `retain_graph=True`): a second backward through "
+                "the same graph raises."
+            ).format(who=who)
         )
     elif name == "retain_graph":
         lines.append(
-            "`retain_graph=True` keeps every saved tensor of this graph alive after backward, until "
-            "the graph itself is dropped. Needed only to backward twice through the same graph; "
-            "otherwise it holds activation memory for nothing."
+            tr(
+                "`retain_graph=True` keeps every saved tensor of this graph alive after backward, until "
+                "the graph itself is dropped. Needed only to backward twice through the same graph; "
+                "otherwise it holds activation memory for nothing."
+            )
         )
     elif name == "no_grad":
         lines.append(
-            "`torch.no_grad()`: ops inside record no graph, so activations are not saved for backward. "
-            "Tensors made inside can still be used later (they just have requires_grad=False)."
+            tr(
+                "`torch.no_grad()`: ops inside record no graph, so activations are not saved for backward. "
+                "Tensors made inside can still be used later (they just have requires_grad=False)."
+            )
         )
     elif name == "inference_mode":
         lines.append(
-            "`torch.inference_mode()`: like `no_grad` and cheaper (no version counters, no view "
-            "tracking); tensors made inside can never enter autograd later."
+            tr(
+                "`torch.inference_mode()`: like `no_grad` and cheaper (no version counters, no view "
+                "tracking); tensors made inside can never enter autograd later."
+            )
         )
     else:
         return None
     if not exact and name in ("view", "reshape", "contiguous"):
-        lines.append("_symbolic facts only: exact answer once torch has loaded_")
+        lines.append(tr("_symbolic facts only: exact answer once torch has loaded_"))
     return "\n\n".join([title, *lines])

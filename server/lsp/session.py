@@ -21,7 +21,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 
-from stridelens import __version__
+from stridelens import __version__, i18n
+from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, analyze_source, collector
 from stridelens.server.lsp import diagnostics, notebooks
 from stridelens.server.lsp.code_actions import MAX_FIX_PASSES
@@ -69,6 +70,7 @@ class StridelensServer(LanguageServer):
         self.root: str | None = None
         self.root_uri: str | None = None
         self.exact_ready = False
+        self.client_locale: str | None = None  # initialize's `locale`
         self.symbolic_runs = 0  # symbolic passes in flight: torch's import waits for them
         self.started = time.monotonic()
         self._event_loop: asyncio.AbstractEventLoop | None = None
@@ -95,7 +97,9 @@ class StridelensServer(LanguageServer):
             self.window_show_message(
                 types.ShowMessageParams(
                     type=types.MessageType.Warning,
-                    message="stridelens settings: " + "; ".join(problems) + " (defaults used instead)",
+                    message=tr("stridelens settings: {problems} (defaults used instead)").format(
+                        problems="; ".join(problems)
+                    ),
                 )
             )
 
@@ -108,7 +112,14 @@ class StridelensServer(LanguageServer):
         base, problems = project_settings(self.root)
         base, more = merge_settings(base, params.initialization_options, "initializationOptions")
         self.base_settings = self.settings = base
+        self.client_locale = params.locale
+        self.apply_language()
         self.report(problems + more)
+
+    def apply_language(self) -> None:
+        """Messages in the `locale` setting's language, else initialize's `locale` (VS Code's
+        display language), else the POSIX locale variables the server was started with."""
+        i18n.set_language(self.settings.locale or self.client_locale or i18n.from_environment())
 
     def start_torch(self) -> None:
         """Import torch in the background: after the first symbolic answers (the import
@@ -189,6 +200,7 @@ class StridelensServer(LanguageServer):
         self.report(problems)
         if settings != self.settings:
             self.settings = settings
+            self.apply_language()
             for state in self.docs.values():
                 self.schedule(state, 0.0)
             self.refresh_inlay_hints()

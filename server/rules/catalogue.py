@@ -9,10 +9,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stridelens.server.rules import ALL_RULES, Rule
+from stridelens import i18n
+from stridelens.i18n import N_, tr
+from stridelens.server.rules import ALL_RULES, Rule, Severity
 
 START = "<!-- rules:start -->"
 END = "<!-- rules:end -->"
+
+
+# The severities as the user reads them (the JSON/SARIF values stay these English words).
+SEVERITY_NAMES = {
+    Severity.ERROR: N_("error"),
+    Severity.WARNING: N_("warning"),
+    Severity.INFORMATION: N_("information"),
+    Severity.HINT: N_("hint"),
+}
+
+
+def severity_name(severity: Severity) -> str:
+    return tr(SEVERITY_NAMES[severity])
 
 
 def _cell(text: str) -> str:
@@ -21,45 +36,53 @@ def _cell(text: str) -> str:
 
 def markdown_table() -> str:
     rows = [
-        "| code | name | what it flags | severity | quick fix |",
+        tr("| code | name | what it flags | severity | quick fix |"),
         "|---|---|---|---|---|",
     ]
     for code in sorted(ALL_RULES):
         rule = ALL_RULES[code]
-        fix = _first_sentence(rule.doc.fix)
+        fix = _first_sentence(tr(rule.doc.fix))
         if rule.safe_fix:
-            fix += " (safe: applied by `--fix`)"
-        rows.append(f"| {code} | {rule.name} | {_cell(rule.summary)} | {rule.severity.value} | {_cell(fix)} |")
+            fix += tr(" (safe: applied by `--fix`)")
+        summary, severity = _cell(tr(rule.summary)), severity_name(rule.severity)
+        rows.append(f"| {code} | {rule.name} | {summary} | {severity} | {_cell(fix)} |")
     return "\n".join(rows) + "\n"
 
 
 def _first_sentence(text: str) -> str:
+    if "。" in text:  # Chinese: the first sentence ends at the first full stop
+        return text.split("。")[0] + "。"
     head = text.split(". ")[0].rstrip(".")
     return head + "."
 
 
 def render_rule(rule: Rule) -> str:
+    summary = tr(rule.summary)
     lines = [
         f"# {rule.code} {rule.name}",
         "",
-        f"Severity: {rule.severity.value}. {rule.summary[:1].upper() + rule.summary[1:]}.",
+        tr("Severity: {severity}. {summary}.").format(
+            severity=severity_name(rule.severity), summary=summary[:1].upper() + summary[1:]
+        ),
         "",
-        "## What it does",
-        rule.doc.what,
+        tr("## What it does"),
+        tr(rule.doc.what),
         "",
-        "## Why it matters",
-        rule.doc.why,
+        tr("## Why it matters"),
+        tr(rule.doc.why),
         "",
-        "## Example",
+        tr("## Example"),
         "```python",
         rule.doc.example,
         "```",
         "",
-        "## Fix",
-        rule.doc.fix,
+        tr("## Fix"),
+        tr(rule.doc.fix),
         "",
-        f"Suppress on one line with `# noqa: {rule.code}`; project-wide with "
-        f'`ignore = ["{rule.code}"]` in `[tool.stridelens]` of pyproject.toml.',
+        tr(
+            "Suppress on one line with `# noqa: {code}`; project-wide with "
+            '`ignore = ["{code}"]` in `[tool.stridelens]` of pyproject.toml.'
+        ).format(code=rule.code),
     ]
     return "\n".join(lines)
 
@@ -75,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stridelens.server.rules.catalogue")
     parser.add_argument("--markdown", action="store_true", help="print the rule table as Markdown")
     parser.add_argument("--write", metavar="README", help="rewrite the table between the markers of this file")
+    parser.add_argument("--lang", default="en", help="the table's language (zh-CN for README.zh-CN.md)")
     args = parser.parse_args(argv)
+    i18n.set_language(args.lang)
     if args.write:
         with open(args.write, encoding="utf-8") as handle:
             text = handle.read()

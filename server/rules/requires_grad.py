@@ -221,7 +221,8 @@ def _alternative(p: str, sentence: bool = False) -> str:
 
 def _message(subject: Subject, expr: str, target: Target, mode: GradMode) -> str | None:
     p = subject.root
-    setting = "`.requires_grad_(True)`" if target.form == "method" and target.value is True else tr("setting `requires_grad`")
+    method_true = target.form == "method" and target.value is True
+    setting = tr("`.requires_grad_(True)`") if method_true else tr("setting `requires_grad`")
     no_op_true = target.form == "method" and target.value is True  # never raises
     if subject.kind == "detached":
         return tr(

@@ -143,6 +143,7 @@ async def start_session(
     root: Path | None = None,
     patch: Callable[[LanguageClient], None] | None = None,
     caps: types.ClientCapabilities | None = None,
+    locale: str | None = None,
 ) -> tuple[LanguageClient, Session]:
     server_env = dict(os.environ)
     server_env.update(env or {})
@@ -169,6 +170,7 @@ async def start_session(
                 root_uri=root.as_uri(),
                 workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)],
                 initialization_options=init_options,
+                locale=locale,
             )
         ),
         30,

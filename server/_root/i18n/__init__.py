@@ -19,6 +19,7 @@ import contextlib
 import gettext
 import os
 import threading
+import unicodedata
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -103,8 +104,19 @@ def tr(message: str) -> str:
     return _active.gettext(message)
 
 
+def N_(message: str) -> str:
+    """Marks a msgid kept as data and translated where it is shown (`tr(value)` there)."""
+    return message
+
+
 def ntr(singular: str, plural: str, n: int) -> str:
     return _active.ngettext(singular, plural, n)
+
+
+def columns(text: str) -> int:
+    """Terminal columns `text` takes: CJK characters (and most emoji) take two, so aligned
+    text output counts these, not characters."""
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
 
 
 def translated(message: str, language: str) -> str | None:
@@ -115,4 +127,4 @@ def translated(message: str, language: str) -> str | None:
     return entries.get(message)
 
 
-__all__ = ["ENGLISH", "LANGUAGES", "english", "from_environment", "language", "normalize", "ntr", "set_language", "tr"]
+__all__ = ["ENGLISH", "LANGUAGES", "N_", "columns", "english", "from_environment", "language", "normalize", "ntr", "set_language", "tr"]

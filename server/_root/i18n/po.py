@@ -71,7 +71,7 @@ def parse_po(text: str, path: str = "<po>") -> list[Entry]:
         if line.startswith("#"):
             if "msgid" in fields and current is not None and current.startswith("msgstr"):
                 flush()
-            if line.startswith("#,") and "fuzzy" in line[2:].split(","):
+            if line.startswith("#,") and "fuzzy" in (flag.strip() for flag in line[2:].split(",")):
                 fuzzy = True
             if not fields:
                 start = number
