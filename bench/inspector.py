@@ -2,23 +2,25 @@
 
     .venv/bin/python bench/inspector.py [--quick]
 
-1. `describe` cost per tensor, in-process (µs)            target <= 200 µs
+1. `describe` cost per tensor, in-process: p50 / p95, wall and CPU  target p95 <= 50 µs
 2. one DAP evaluate of `describe` vs of the literal `1`   target: within 2 ms of the floor
-3. `process_report` over 10k / 100k live tensors vs pytorch_memlab.MemReporter on the same
-   process (optional: `pip install pytorch-memlab`; skipped with a note if missing)
-                                                          target: 100k <= 1.5 s, faster than memlab
+3. `process_report` over 100k / 1M live tensors vs pytorch_memlab.MemReporter on the same
+   process (`pip install -e '.[bench]'`; skipped with a note if missing)
+                             target: 100k <= 0.35 s and >= 5x MemReporter, 1M < 5 s
 4. a small training loop's step time: attached (no breakpoints) vs plain python
 5. `--grads` (the gradient probe, in-process) on a 20M-parameter MLP vs the same numbers by
    hand: a hook on every parameter computing its grad norm during backward
 6. `--diff-steps` (the diff probe's walk and naming, per stop, in-process) over 100k live
    tensors vs a hand-written gc.get_objects() walk collecting storages and diffing the sets
 
+7. a training loop's per-step time before, during and after `inspect --pid --snapshot`
+   (1, 3 and 7 are in bench/snapshot_bench.py, which also runs them alone)
+
     .venv/bin/python bench/inspector.py --reports   # only 5 and 6
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import io
 import os
@@ -35,6 +37,9 @@ import torch
 from stridelens.inspector import probe
 from stridelens.inspector.session import Breakpoint, Session, free_port
 
+sys.path.insert(0, str(Path(__file__).parent))
+import snapshot_bench  # a sibling script, found through the path set above
+
 QUICK = "--quick" in sys.argv
 
 
@@ -49,17 +54,7 @@ def timed(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
 
 
 def bench_describe() -> None:
-    base = torch.randn(64, 128)
-    w = torch.randn(128, 32, requires_grad=True)
-    kinds = {
-        "plain": base,
-        "view": base.t()[3:],
-        "graph (3 ops)": ((base @ w).relu() * 2).sum(),
-    }
-    print("1. describe, in-process")
-    for name, t in kinds.items():
-        per = timed(lambda t=t: probe.describe_json(t), 2000 if not QUICK else 300)
-        print(f"   {name:<14} {per * 1e6:8.1f} µs   (target <= 200 µs)")
+    snapshot_bench.bench_describe(QUICK)
 
 
 TARGET = """
@@ -88,25 +83,7 @@ def bench_evaluate() -> None:
 
 
 def bench_process_report() -> None:
-    print("3. process_report vs pytorch_memlab.MemReporter, same process")
-    try:
-        from pytorch_memlab import MemReporter
-    except ImportError as e:
-        MemReporter = None
-        print(f"   pytorch_memlab not importable ({e}); comparison skipped")
-    for n in (10_000, 100_000):
-        keep = [torch.empty(4) for _ in range(n)]
-        gc.collect()
-        ours = timed(lambda: probe.process_report(top=10), 3)
-        line = f"   {n:>7} tensors: process_report {ours:6.3f} s"
-        if MemReporter is not None:
-            def memlab() -> None:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    MemReporter().report()
-            theirs = timed(memlab, 1 if n == 100_000 else 3)
-            line += f" | MemReporter {theirs:6.3f} s | ratio {theirs / ours:5.1f}x faster"
-        print(line + ("   (target <= 1.5 s)" if n == 100_000 else ""))
-        del keep
+    snapshot_bench.bench_process_report(QUICK)
 
 
 LOOP = """
@@ -260,6 +237,7 @@ def main() -> int:
     bench_attached_loop()
     bench_grads()
     bench_diff_steps()
+    snapshot_bench.bench_snapshot_steps(QUICK)
     return 0
 
 
