@@ -58,9 +58,22 @@ class RenderedLayout:
     layout_ok: bool = True
 
 
-def join_rendered(a: Any, b: Any) -> RenderedLayout | None:
-    a = a.resolve() if a is not None and not isinstance(a, RenderedLayout) else a
-    b = b.resolve() if b is not None and not isinstance(b, RenderedLayout) else b
+def join_rendered(a: Any, b: Any) -> Any:
+    """The rendering true of both facts: written out now when both are, else on first use
+    (a function body called from many sites joins its facts at every node, and most joined
+    facts are never shown)."""
+    if a is None or b is None:
+        return None
+    if isinstance(a, RenderedLayout) and isinstance(b, RenderedLayout):
+        return _join_written(a, b)
+    return _JoinedRendering(a, b)
+
+
+def _written(x: Any) -> RenderedLayout | None:
+    return x if x is None or isinstance(x, RenderedLayout) else x.resolve()  # type: ignore[no-any-return]
+
+
+def _join_written(a: RenderedLayout | None, b: RenderedLayout | None) -> RenderedLayout | None:
     if a is None or b is None:
         return None
     if a == b:
@@ -72,6 +85,23 @@ def join_rendered(a: Any, b: Any) -> RenderedLayout | None:
         tuple(sorted(set(a.assumes) | set(b.assumes))),
         a.layout_ok and b.layout_ok and a.strides == b.strides,
     )
+
+
+class _JoinedRendering:
+    """`join_rendered` of two renderings, at least one not yet written out."""
+
+    __slots__ = ("_parts", "_value")
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self._parts: tuple[Any, Any] | None = (a, b)
+        self._value: RenderedLayout | None = None
+
+    def resolve(self) -> RenderedLayout | None:
+        if self._parts is not None:
+            a, b = self._parts
+            self._value = _join_written(_written(a), _written(b))
+            self._parts = None
+        return self._value
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stridelens.i18n import tr
@@ -75,6 +75,7 @@ class SizesMixin:
     _opaque_tensors: dict[int, TensorFact]
     _keep_alive: list[Any]
     _snapshots: list[ScopeSnapshot]
+    _last_names: tuple[Scope, ScopeSnapshot, dict[int, Size], NameContext] | None
 
     def fresh_storage(self) -> int:  # pragma: no cover - Interpreter defines it
         raise NotImplementedError
@@ -91,11 +92,23 @@ class SizesMixin:
             return fact if grad_unknown == fact.grad_unknown else with_fields(fact, grad_unknown=True)
         # Written out only when asked (hover, explain, a message): most recorded facts never
         # are. The names and equal sizes are taken as they are now, at this line.
+        return with_fields(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, self._names_here(scope)), grad_unknown=grad_unknown)
+
+    def _names_here(self, scope: Scope) -> NameContext:
+        """The names of this line: those of the previous stated fact while nothing was bound
+        or equated since (most nodes of a statement), else a new snapshot. Dict equality
+        compares identical values by identity, so the check is cheap when nothing changed."""
+        last = self._last_names
+        equal = self.symops.equal
+        if last is not None and last[0] is scope and last[1].env == scope.env and last[2] == equal:
+            return last[3]
         snapshot = ScopeSnapshot(scope)
         self._snapshots.append(snapshot)
-        names_here = _NamesAtLine(self, snapshot, dict(self.symops.equal))
+        frozen_equal = dict(equal)
+        names_here = _NamesAtLine(self, snapshot, frozen_equal)
         ctx = NameContext(names_here.resolve, names_here.tensor_name)
-        return with_fields(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, ctx), grad_unknown=grad_unknown)
+        self._last_names = (scope, snapshot, frozen_equal, ctx)
+        return ctx
 
     def resolve_path(self, path: Path, scope: Scope, equal: dict[int, Size] | None = None) -> Size | None:
         """The size a path leads to in `scope` (`x.shape[0]`, `self.n_head`, `B`)."""
@@ -185,7 +198,7 @@ class SizesMixin:
 
         shape = tuple(dim_atom(i) for i in range(rank))
         layout = lay.contiguous(shape) if fact.contiguous is True else Layout(shape, None, None)
-        return replace(fact, sym=layout)
+        return with_fields(fact, sym=layout)
 
     # ------------------------------------------------------------------ tensors' sizes
     def shape_value(self, fact: TensorFact) -> Value:
@@ -382,7 +395,7 @@ class LazyRendering:
     def resolve(self) -> Any:
         if self._args is not None:
             names, layout, assumes, ctx = self._args
-            self._value = names.render_fact(TensorFact(sym=layout, assumes=assumes), ctx)
+            self._value = names.render_layout(layout, assumes, ctx)
             self._args = None
         return self._value
 

@@ -7,11 +7,10 @@ A mixin of `interpreter.Interpreter`; methods take `self: Interpreter`.
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import replay as rp
-from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_sizes import shape_subject
 from stridelens.server.analysis.interp_support import (
     Scope,
@@ -305,7 +304,7 @@ class StatementsMixin:
         if tensor.meta is not None and self.replay:
             try:
                 return [
-                    replace(rp.fact_from_meta(tensor.meta[i], tensor.device), view_of=tensor.view_of)
+                    with_fields(rp.fact_from_meta(tensor.meta[i], tensor.device), view_of=tensor.view_of)
                     for i in range(count)
                 ]
             except Exception:  # noqa: BLE001 - torch said no: nothing known
@@ -328,14 +327,14 @@ class StatementsMixin:
             self._keep_alive.append(fact.meta)
         if owner is None and fact.is_view is True and not _covers_its_storage(fact):
             # q, k, v of one `split`: none is the others' base. Name no owner.
-            return replace(fact, view_of=None) if fact.view_of is not None else fact
+            return with_fields(fact, view_of=None) if fact.view_of is not None else fact
         if owner is None:
             self.storage_owner[key] = name
             if fact.view_of is not None and fact.is_view is not True:
-                return replace(fact, view_of=None)
+                return with_fields(fact, view_of=None)
             return fact
         if owner != name and fact.view_of != owner:
-            return replace(fact, view_of=owner)
+            return with_fields(fact, view_of=owner)
         return fact
 
     def eval_target_value(self: Interpreter, target: ast.expr, scope: Scope) -> Value:
@@ -353,5 +352,5 @@ class StatementsMixin:
         if isinstance(iterable, ListOf):
             return iterable.item
         if isinstance(iterable, TensorFact):
-            return forget_layout(replace(iterable, is_view=True))
+            return forget_layout(with_fields(iterable, is_view=True))
         return UNKNOWN

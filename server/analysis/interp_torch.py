@@ -349,7 +349,10 @@ class TorchCallsMixin:
     def _describe_call(self: Interpreter, name: str, node: ast.AST, as_property: bool) -> str:
         if as_property or not isinstance(node, ast.Call):
             return name
-        return f"{name}({_format_args(node)})"
+        text = self._call_texts.get(node)
+        if text is None:  # a function body runs once per call site: format its calls once
+            text = self._call_texts[node] = f"{name}({_format_args(node)})"
+        return text
 
     def _tensor_query(self: Interpreter, tensor: TensorFact, name: str, args: list[Value]) -> Value:
         if tensor.shape is None:

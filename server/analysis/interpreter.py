@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import ast
 import time
-from dataclasses import replace
 from typing import Any
 
 from stridelens.server.analysis import replay as rp
-from stridelens.server.analysis.facts import Provenance, ReplayEvent, TensorFact
+from stridelens.server.analysis.facts import Provenance, ReplayEvent, TensorFact, with_fields
 from stridelens.server.analysis.interp_calls import UserCallsMixin
 from stridelens.server.analysis.interp_expressions import ExpressionsMixin
 from stridelens.server.analysis.interp_modules import ModulesMixin
@@ -63,9 +62,11 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.names = SizeNames()
         self.symops = SymbolicOps(self)
         self._current_node: ast.AST | None = None
+        self._call_texts: dict[ast.AST, str] = {}  # call node -> "view(B, -1)" (interp_torch)
         self._keep_alive: list[Any] = []
         # Scope snapshots that lazy renderings read (weakly: see `_NamesAtLine`).
         self._snapshots: list[Any] = []
+        self._last_names: Any = None  # the names of the last stated fact (interp_sizes)
         self._opaque_tensors: dict[int, TensorFact] = {}
         self._current_scope: Scope | None = None
         self.replay = replay
@@ -143,7 +144,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
                 # also be called from elsewhere, in another grad mode.
                 old = self.facts.get(node)
                 if isinstance(old, TensorFact) and isinstance(value, TensorFact) and old.requires_grad != value.requires_grad:
-                    self.facts[node] = replace(old, grad_unknown=True)
+                    self.facts[node] = with_fields(old, grad_unknown=True)
                 return value
             self.facts[node] = value
         return value
@@ -159,7 +160,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         if old.shape is not None and new.shape is not None and old.shape != new.shape and site is not None:
             because = f"{tuple(old.shape)} vs {tuple(new.shape)} from the call"
             notes += (Provenance(CALLS_DIFFER, because, getattr(site, "lineno", 0)),)
-        return replace(joined, provenance=joined.provenance + notes) if notes else joined
+        return with_fields(joined, provenance=joined.provenance + notes) if notes else joined
 
     def _comprehension(self, node: Any, scope: Scope, elts: list[ast.expr]) -> Value:
         inner = Scope(scope, scope.grad_enabled)

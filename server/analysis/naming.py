@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import Condition
-from stridelens.server.analysis.facts import RenderedLayout, TensorFact
+from stridelens.server.analysis.facts import RenderedLayout
+from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.sizes import Size, SymExpr
 
 # ("x", "shape", "[0]") is `x.shape[0]`; ("self", "n_head") is `self.n_head`.
@@ -152,8 +153,8 @@ class SizeNames:
             return f"{a} >= {b}"
         return None
 
-    def render_fact(self, fact: TensorFact, ctx: NameContext) -> RenderedLayout | None:
-        layout = fact.sym
+    def render_layout(self, layout: Layout | None, conditions: frozenset[Condition], ctx: NameContext) -> RenderedLayout | None:
+        """A symbolic layout and the conditions it holds under, in the names of `ctx`."""
         if layout is None:
             return None
         cache: dict[Path, Size | None] = {}
@@ -166,7 +167,7 @@ class SizeNames:
             offset = self.render_size(layout.offset, ctx, cache)
         assumes: list[str] = []
         layout_ok = True
-        for cond in sorted(fact.assumes, key=_condition_order):
+        for cond in sorted(conditions, key=_condition_order):
             text = self.render_condition(cond, ctx, cache)
             if text is None:
                 if not cond.layout_only:

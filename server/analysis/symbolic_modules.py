@@ -8,13 +8,12 @@ whose constructor arguments are unknown still gets the rank its type fixes.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import shape_conditions
-from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.layouts import Layout, Undecided
 from stridelens.server.analysis.sizes import Size
 from stridelens.server.analysis.values import (
@@ -160,7 +159,7 @@ class ModuleOutputs:
         if layout is None:
             return None
         layout = self.canon_layout(layout)
-        x = replace(x, sym=layout)
+        x = with_fields(x, sym=layout)
         name = module.name
         grad: bool | None = scope.grad_enabled
         tensors = [a for a in args if isinstance(a, TensorFact)]
@@ -169,7 +168,7 @@ class ModuleOutputs:
             if out_features is None:
                 return None
             out = self.linear(x, out_features, tensors, scope, self.module_size(module, "in_features", path))
-            return None if out is None else replace(out, requires_grad=grad, carries_graph=grad)
+            return None if out is None else with_fields(out, requires_grad=grad, carries_graph=grad)
         if name in ("Conv1d", "Conv2d", "Conv3d"):
             return self._conv(module, x, layout, scope, path, grad)
         if name == "Embedding":
@@ -177,7 +176,7 @@ class ModuleOutputs:
             if dim is None:
                 return None
             out = self.fresh((*layout.shape, dim), x, [x], scope, dtype=None)
-            return replace(out, requires_grad=grad, carries_graph=grad)
+            return with_fields(out, requires_grad=grad, carries_graph=grad)
         if name in ACTIVATION_MODULES or name in NORM_MODULES or name == "Identity":
             if name == "Identity":
                 return x
@@ -188,7 +187,7 @@ class ModuleOutputs:
                 return x
             out = self.fresh(layout.shape, x, [x], scope, contiguous="inherit")
             if name in NORM_MODULES or name == "PReLU":
-                out = replace(out, requires_grad=grad if grad is not True else True, carries_graph=grad)
+                out = with_fields(out, requires_grad=grad if grad is not True else True, carries_graph=grad)
             return out
         if name in DROPOUT_MODULES:
             # Training: a new tensor; eval (or p == 0): the input itself. Which one is unknown.
@@ -228,7 +227,7 @@ class ModuleOutputs:
                 return None
             # (attn_output, attn_weights); the output's strides depend on the fast path taken.
             out = self.fresh((*layout.shape[:-1], embed), x, tensors, scope, contiguous=False)
-            return SeqValue((replace(out, is_view=None), TensorFact(device=x.device)))
+            return SeqValue((with_fields(out, is_view=None), TensorFact(device=x.device)))
         return None
 
     def _conv(self: SymbolicOps, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any, path: tuple[str, ...] | None, grad: bool | None) -> Value | None:
@@ -255,7 +254,7 @@ class ModuleOutputs:
         shape = (*layout.shape[: -spatial - 1], out_channels, *dims)
         # A channels_last input gives a channels_last output: only a row-major input is sure.
         out = self.fresh(shape, x, [x], scope, contiguous="inherit")
-        return replace(out, requires_grad=grad, carries_graph=grad)
+        return with_fields(out, requires_grad=grad, carries_graph=grad)
 
     def _pool(self: SymbolicOps, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any) -> Value | None:
         spatial = int(module.name[-2])
@@ -313,9 +312,9 @@ class ModuleOutputs:
             out_layout = lay.contiguous((steps, batch, width))
         out = self.tensor(out_layout, x, view_of_input=False, assumes=shape_conditions(x.assumes), scope=scope, grad=grad)
         # A new storage, but the output is often a view of the kernels' own result.
-        out = replace(out, is_view=None)
+        out = with_fields(out, is_view=None)
         state = self.tensor(lay.contiguous((stacked, batch, hidden)), x, view_of_input=False, assumes=shape_conditions(x.assumes), scope=scope, grad=grad)
         if module.name == "LSTM":
-            cell = replace(state, storage_key=self.interp.fresh_storage())
+            cell = with_fields(state, storage_key=self.interp.fresh_storage())
             return SeqValue((out, SeqValue((state, cell))))
         return SeqValue((out, state))

@@ -12,7 +12,6 @@ the size-free facts (view of `x`, carries a graph, ...).
 from __future__ import annotations
 
 import weakref
-from dataclasses import replace
 from typing import Any
 
 from stridelens.server.analysis import layouts as lay
@@ -22,7 +21,7 @@ from stridelens.server.analysis.conditions import (
     divisible,
     shape_conditions,
 )
-from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.layouts import Layout, Undecided
 from stridelens.server.analysis.sizes import Size, SymExpr
 from stridelens.server.analysis.symbolic_modules import (
@@ -295,7 +294,7 @@ class SymbolicOps(ModuleOutputs):
             shape = self.sizes_of(args)
             if shape is None:
                 return None
-            sized = replace(tensor, assumes=tensor.assumes | self.conditions_of(args))
+            sized = with_fields(tensor, assumes=tensor.assumes | self.conditions_of(args))
             return self._view_or_reshape(sized, layout, name, shape, scope)
         if name == "flatten":
             start = self._dim_arg(args, kwargs, 0, "start_dim", 0)
@@ -335,7 +334,7 @@ class SymbolicOps(ModuleOutputs):
                 return self.tensor(lay.contiguous(layout.shape), tensor, view_of_input=False, assumes=tensor.assumes, scope=scope)
             return None
         if name == "detach":
-            return replace(view(layout), requires_grad=False, carries_graph=False, is_view=False)
+            return with_fields(view(layout), requires_grad=False, carries_graph=False, is_view=False)
         if name in ("split", "chunk", "tensor_split", "unbind"):
             return self._split(tensor, layout, name, args, kwargs, scope)
         if name == "narrow":
@@ -415,7 +414,7 @@ class SymbolicOps(ModuleOutputs):
             filled = sz.exact_div(total, known) if total is not None and known is not None else None
             if isinstance(filled, SymExpr) and any(c.denominator != 1 or any(e < 0 for _, e in m) for m, c in filled.terms):
                 # The `-1` is an exact quotient only if the other sizes divide the numel.
-                tensor = replace(tensor, assumes=tensor.assumes | {divisible(total, known)})  # type: ignore[arg-type]
+                tensor = with_fields(tensor, assumes=tensor.assumes | {divisible(total, known)})  # type: ignore[arg-type]
         if layout.strides is None:
             if name == "view":
                 return None
@@ -550,7 +549,7 @@ class SymbolicOps(ModuleOutputs):
         out = self.fresh(shape, x, inputs, scope)
         # With a bias, a >2-d input comes back as a view of a 2-d result: storage is new,
         # whether `_base` is set depends on the bias; say nothing about it.
-        return replace(out, is_view=None) if len(shape) > 2 else out
+        return with_fields(out, is_view=None) if len(shape) > 2 else out
 
     # ------------------------------------------------------------------ torch.* / F.*
     def function(self, leaf: str, args: list[Value], kwargs: dict[str, Value], scope: Any, functional: bool) -> Value | None:
@@ -580,7 +579,7 @@ class SymbolicOps(ModuleOutputs):
                 return None
             shape = (*q.sym.shape[:-1], v.sym.shape[-1])
             # Strides and view-ness depend on the backend the call picks.
-            return replace(self.fresh(shape, q, tensors, scope, contiguous=False), is_view=None)
+            return with_fields(self.fresh(shape, q, tensors, scope, contiguous=False), is_view=None)
         if not isinstance(first, TensorFact):
             return None
         if leaf in REDUCTIONS and not functional:

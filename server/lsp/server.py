@@ -7,6 +7,7 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 
+from stridelens.server.analysis import collector
 from stridelens.server.lsp import (
     code_actions,
     explain_request,
@@ -32,7 +33,7 @@ def build_server() -> StridelensServer:
     @server.feature(types.INITIALIZED)
     async def on_initialized(ls: StridelensServer, params: types.InitializedParams) -> None:
         ls._event_loop = asyncio.get_running_loop()
-        ls._event_loop.call_later(1.0, ls.start_torch)
+        ls._event_loop.call_later(1.0, ls.start_torch_unless_busy)
         await ls.pull_configuration()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -212,6 +213,7 @@ def serve_stdio(log_file: str | None = None) -> int:
     lifecycle.configure_logging(log_file)
     server = build_server()
     memtrace.start(server)
+    collector.freeze_imported()
     try:
         server.start_io()
     except StreamLost as err:
@@ -225,6 +227,7 @@ def serve_tcp(host: str, port: int, log_file: str | None = None) -> int:
     lifecycle.configure_logging(log_file)
     server = build_server()
     memtrace.start(server)
+    collector.freeze_imported()
     try:
         server.start_tcp(host, port)
     except StreamLost as err:
