@@ -652,8 +652,10 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
     # C method (no bytecode per tensor), and per-storage Python work is done only for the
     # storages a report shows (top-N, pin candidates, storages graphs saved).
     objs = gc.get_objects()
-    tensor_types = {tp for tp in set(map(type, objs)) if issubclass(tp, T)}
-    tensors = list(compress(objs, map(tensor_types.__contains__, map(type, objs))))
+    types = list(map(type, objs))  # type(), never isinstance: a lazy proxy's __class__ can run code
+    tensor_types = {tp for tp in set(types) if issubclass(tp, T)}
+    tensors = list(compress(objs, map(tensor_types.__contains__, types)))
+    del types
     storages = _storages_of(tensors)
     # `is` tests only: an empty storage is falsy, and == on a tensor is an elementwise op.
     has_storage = list(map(is_not, storages, repeat(None)))
