@@ -5,7 +5,9 @@
                                      every live tensor by storage, leaks named by notebook
                                      variable (`Out[12]`, `_`, a `losses` list holding graphs)
     %stridelens display on|off       a one-line layout summary under tensor outputs (off at start)
-    %stridelens grads MODEL          not available in this version (says so)
+    %stridelens grads [MODEL]        gradient health after a backward (the `inspect --grads`
+                                     report) of MODEL, an expression giving an nn.Module, or
+                                     of every module in the notebook
 
 The facts come from `stridelens.inspector.probe`, called in process, under the same rules as
 at a breakpoint: no device allocation, no CUDA synchronisation, no data reads unless asked,
@@ -29,7 +31,7 @@ import tokenize
 from collections.abc import Callable
 from typing import Any
 
-from stridelens.inspector import probe
+from stridelens.inspector import grads_probe, probe
 from stridelens.inspector.notebook_cache import is_cache_name, output_cache_findings
 
 MAGIC_NAME = "stridelens"
@@ -42,8 +44,8 @@ _DTYPE_SHORT = {
     "complex64": "c64", "complex128": "c128", "bool": "bool",
 }
 USAGE = ("usage: %stridelens EXPR | %stridelens --stats EXPR | %stridelens memory [--top N] "
-         "[--min-bytes N] | %stridelens display on|off   (a variable named like a sub-command: "
-         "%stridelens (memory))")
+         "[--min-bytes N] | %stridelens grads [MODEL] | %stridelens display on|off   (a variable "
+         "named like a sub-command: %stridelens (memory))")
 
 
 class _Names(dict):  # type: ignore[type-arg]
@@ -168,6 +170,52 @@ def summary_line(t: Any, user_ns: dict[str, Any] | None = None) -> str:
     elif t.requires_grad:
         parts.append("requires_grad")
     return " ".join(parts)
+
+
+def grads_report(shell: Any, model_expr: str | None) -> dict[str, Any]:
+    """The gradient probe's rows for one module (MODEL, named by its expression) or for every
+    module the notebook's names reach, analysed as `inspect --grads` does."""
+    from stridelens.inspector import grad_reports
+
+    torch = sys.modules["torch"]
+    # The gradient probe finds the probe the way it does in a debuggee: by its private name.
+    sys.modules.setdefault(grads_probe.PROBE_NAME, probe)
+    ns = naming_namespace(shell.user_ns)
+    try:
+        if model_expr is not None:
+            try:
+                model = eval(compile(model_expr, "<stridelens-expr>", "eval"), ns, {})
+            except SyntaxError as e:
+                raise MagicError(f"not a Python expression: {model_expr!r} ({e.msg})") from None
+            except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
+                raise MagicError(f"the expression raised {type(e).__name__}: {e}") from None
+            if not isinstance(model, torch.nn.Module):
+                raise MagicError(f"{model_expr} is a {type(model).__module__}.{type(model).__qualname__}, "
+                                 "not a torch.nn.Module")
+            # Only that module; the notebook's tensors stay, to tell which graphs reach a parameter.
+            only = _Names((k, v) for k, v in ns.items() if not isinstance(v, torch.nn.Module))
+            only[model_expr] = model
+            del model
+            ns.clear()
+            ns = only
+        try:
+            rows = grads_probe.grads(ns, {})
+        except grads_probe.GradsError as e:
+            raise MagicError(str(e)) from None
+    finally:
+        ns.clear()
+    if not rows["params"]:
+        raise MagicError("no nn.Module with parameters in this notebook" if model_expr is None
+                         else f"{model_expr} has no parameters")
+    return grad_reports.analyze(rows)
+
+
+def render_grads(report: dict[str, Any]) -> tuple[str, str]:
+    from stridelens.inspector.grad_reports import grads_group
+
+    console = _console(width=120)
+    console.print(grads_group(report))
+    return _export(console)
 
 
 def memory_report(shell: Any, top: int = 20, min_bytes: int = probe.PIN_MIN_BYTES) -> dict[str, Any]:
@@ -311,9 +359,12 @@ def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
         else:
             _HOOK.disable(shell)
         return None
-    if head == "grads" and len(words) <= 2:
-        raise MagicError("the gradient-health report (%stridelens grads MODEL) is not available in this "
-                         "version of stridelens")
+    if head == "grads":
+        problem = torch_problem()
+        if problem:
+            raise MagicError(problem)
+        model_expr = line[len("grads"):].strip() or None
+        return render_grads(grads_report(shell, model_expr))
     if head == "memory" and (len(words) == 1 or words[1].startswith("--")):
         problem = torch_problem()
         if problem:
@@ -341,7 +392,7 @@ def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
 
 
 def stridelens_magic(line: str) -> None:
-    """%stridelens EXPR | memory [--top N] [--min-bytes N] | display on|off (see the README)."""
+    """%stridelens EXPR | memory [--top N] [--min-bytes N] | grads [MODEL] | display on|off (see the README)."""
     from IPython import get_ipython
     from IPython.display import display
 

@@ -179,7 +179,8 @@ def test_not_a_tensor_and_raising_expression(kernel: Kernel) -> None:
         "stridelens: the expression raised NameError: name 'undefined_name' is not defined"
     assert "not a Python expression" in _one_line_error(kernel.run("%stridelens a["))
     assert _one_line_error(kernel.run("%stridelens")).startswith("stridelens: usage: %stridelens EXPR")
-    assert "not available in this version" in _one_line_error(kernel.run("%stridelens grads model"))
+    assert _one_line_error(kernel.run("%stridelens grads a")) == \
+        "stridelens: a is a torch.Tensor, not a torch.nn.Module"
     assert "--top needs a whole number" in _one_line_error(kernel.run("%stridelens memory --top many"))
     assert "display takes on or off" in _one_line_error(kernel.run("%stridelens display maybe"))
 
@@ -244,6 +245,37 @@ def test_reports_keep_no_reference(kernel: Kernel) -> None:
     assert kernel.value("(ref(), base_ref())") == "(None, None)"
 
 
+# ---------------------------------------------------------------- gradient health
+
+
+def test_grads_of_a_model_name_the_collapse_and_the_detached_branch(kernel: Kernel) -> None:
+    fixture = (REPO / "tests" / "fixtures" / "grads" / "vanishing.py").read_text()
+    kernel.ok(fixture.replace("import torch\n", "").split("done = True")[0])  # torch is imported
+    names = _user_names(kernel)
+    grads = kernel.value("[None if p.grad is None else p.grad._version for p in model.parameters()]")
+    cell = kernel.ok("%stridelens grads model  # after loss.backward()")
+    assert cell.result is None
+    [bundle] = cell.displays
+    text, page = bundle["text/plain"], bundle["text/html"]
+    flat = " ".join(text.split())
+    assert "Gradient health" in text and re.search(r"model\.4\.weight\s+\(16, 16\)", text)
+    assert "gradients collapse at model.4" in flat
+    assert "proj" not in flat  # only the module asked for
+    assert "1 module (model)" in flat
+    assert "<pre" in page and "collapses here" in page and "model.4.weight" in page
+    # All modules: the detached projection has no grad, not in the graph of `loss`.
+    every = " ".join(kernel.ok("%stridelens grads").displays[0]["text/plain"].split())
+    # (the first three of the notebook's graph roots are named: `y` and `losses` of earlier cells)
+    assert "grad is None for 2 parameters (proj.weight, proj.bias): not in the graph of `y`" in every
+    assert "2 modules (model, proj)" in every
+    # Read only: no grad changed, no name left, grad mode as it was.
+    assert kernel.value("[None if p.grad is None else p.grad._version for p in model.parameters()]") == grads
+    assert _user_names(kernel) == names
+    assert kernel.value("torch.is_grad_enabled()") == "True"
+    assert _one_line_error(kernel.run("%stridelens grads torch.nn.ReLU()")) == \
+        "stridelens: torch.nn.ReLU() has no parameters"
+
+
 # ---------------------------------------------------------------- the display hook
 
 
@@ -291,7 +323,7 @@ def test_kernel_without_torch(kernel_without_torch: Kernel) -> None:
     assert "ModuleNotFoundError" in (k.run("import torch").error or "")  # the honest premise
     k.ok("%load_ext stridelens")
     k.ok("x = [1, 2, 3]")
-    for line in ("%stridelens x", "%stridelens memory"):
+    for line in ("%stridelens x", "%stridelens memory", "%stridelens grads"):
         message = _one_line_error(k.run(line))
         assert message.startswith("stridelens: no torch in this kernel: its Python (")
         assert message.endswith(") cannot import torch")
