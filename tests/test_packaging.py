@@ -137,6 +137,26 @@ def test_the_wheel_without_torch_gives_the_symbolic_findings(built: tuple[Path, 
     assert "torch is not installed for this interpreter" in check.stderr
 
 
+def test_pipx_installs_the_wheel_as_a_tool_and_torch_can_be_injected(built: tuple[Path, Path, str], tmp_path: Path) -> None:
+    wheel, _, _ = built
+    env = {**_clean_env(), "PIPX_HOME": str(tmp_path / "pipx"), "PIPX_BIN_DIR": str(tmp_path / "bin")}
+    pipx = [sys.executable, "-m", "pipx"]
+    install = subprocess.run([*pipx, "install", str(wheel)], capture_output=True, text=True, timeout=900, env=env)
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    exe = str(tmp_path / "bin" / "stridelens")
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60, env=env)
+    assert version.stdout.strip() == f"stridelens {__version__}"
+    sample = tmp_path / "sample.py"
+    sample.write_text(SAMPLE)
+    symbolic = subprocess.run([exe, "check", str(sample), "--no-config"], capture_output=True, text=True, timeout=300, env=env)
+    assert symbolic.stdout.count("SL101") == 1 and "torch is not installed" in symbolic.stderr
+    # README: `pipx inject stridelens torch` gives the tool's venv torch for the replay.
+    inject = subprocess.run([*pipx, "inject", "stridelens", "torch==2.13.0"], capture_output=True, text=True, timeout=900, env=env)
+    assert inject.returncode == 0, inject.stdout[-3000:] + inject.stderr[-3000:]
+    replayed = subprocess.run([exe, "check", str(sample), "--no-config"], capture_output=True, text=True, timeout=300, env=env)
+    assert replayed.stdout.count("SL101") == 2 and "torch is not installed" not in replayed.stderr
+
+
 def test_the_repository_works_as_a_pre_commit_hook(tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=120)
