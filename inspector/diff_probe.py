@@ -28,6 +28,7 @@ import json
 import sys
 from itertools import compress, groupby
 from operator import attrgetter
+from types import FrameType
 from typing import Any
 
 PRIVATE_NAME = "_stridelens_diff"
@@ -100,7 +101,13 @@ class _Live:
         del t, g, wants_grad
         self._add(T, grads)
         del grads, tensors
+        self.root_tensors = roots
         self.roots = len(roots)
+        self._probe, self._T = probe, T
+
+    def walk_graphs(self, first: Any) -> None:
+        """Add the storages the graphs saved, each claimed by the first root (in the order
+        `first` gives) whose walk reaches it: a named root before a saved tensor's wrapper."""
         held = set(self.bytes)
         seen: dict[int, Any] = {}
         walking: list[Any] = [None]  # the root whose graph is being walked
@@ -111,19 +118,23 @@ class _Live:
             except self.errors:
                 return
             k = _key_of_storage(s)
-            if k not in held and k not in self.graph_root:
+            if k in self.graph_root:
+                return
+            # Saved tensors whose wrapper a walk created (torch keeps it as long as the graph)
+            # are gc-visible tensors too: graph-kept, whether or not they are in `held`.
+            self.graph_root[k] = walking[0]
+            if k not in held:
                 self.bytes[k] = int(s.nbytes())
                 code = st.get_device() if k > 0 else self.odd_code(str(st.device))
                 self.device[k] = code
                 self.dev_name.setdefault(code, str(st.device))
-                self.graph_root[k] = walking[0]
 
-        for r in roots:
+        for r in sorted(self.root_tensors, key=first):
             walking[0] = r
-            probe._walk_graph(r.grad_fn, seen, T, on_saved)
+            self._probe._walk_graph(r.grad_fn, seen, self._T, on_saved)
         seen.clear()
         walking.clear()
-        del roots
+        self.root_tensors = []
 
     def _add(self, T: Any, ts: list[Any]) -> None:
         try:
@@ -164,6 +175,7 @@ class _Live:
 
     def drop(self) -> None:
         """Let go of every object (only keys, bytes and names stay)."""
+        self.root_tensors = []
         self.key_of.clear()
         self.grad_owner.clear()
         self.graph_root.clear()
@@ -228,6 +240,48 @@ def _param_names(torch: Any, probe: Any, ns: dict[str, Any] | None) -> dict[int,
     return names
 
 
+def _container_names(containers: list[Any], ns_dicts: set[int]) -> dict[int, str]:
+    """Names of containers no namespace reaches: `Trainer.history` for an attribute, `module
+    m.cache` for a module global, `[key]` inside an unnamed dict. Two gc passes in all. An
+    attribute is named after its owner's type whether the instance dict exists or not (Python
+    creates it lazily; a name must not change between two stops for that)."""
+    want = {id(c) for c in containers}
+    out: dict[int, str] = {}
+    owners_of: dict[int, list[tuple[int, Any]]] = {}  # id(instance dict) -> (id(container), key)
+    dicts: list[Any] = []
+    refs = gc.get_referrers(*containers)
+    for r in refs:
+        if type(r) is dict:
+            for k, v in list(r.items()):
+                if id(v) not in want or id(v) in out:
+                    continue
+                if id(r) in ns_dicts and "__name__" not in r:
+                    break  # our own bookkeeping, or a namespace dict without a module name
+                if id(r) in ns_dicts:
+                    out[id(v)] = f"module {r['__name__']}.{k}"
+                elif isinstance(k, str):
+                    owners_of.setdefault(id(r), []).append((id(v), k))
+                    dicts.append(r)
+                else:
+                    out[id(v)] = f"[{k!r}]"
+        elif not isinstance(r, (type, FrameType)) and isinstance(getattr(r, "__dict__", None), dict):
+            # an instance whose attributes live inline (Python makes the dict lazily; reading
+            # it makes it, as the probe's own naming does)
+            for k, v in list(vars(r).items()):
+                if id(v) in want and id(v) not in out:
+                    out[id(v)] = f"{type(r).__name__}.{k}"
+    del refs
+    if dicts:
+        for o in gc.get_referrers(*dicts):
+            d = getattr(o, "__dict__", None) if not isinstance(o, (dict, type, FrameType)) else None
+            for cid, k in owners_of.get(id(d), []) if d is not None else []:
+                out.setdefault(cid, f"{type(o).__name__}.{k}")
+        for entries in owners_of.values():
+            for cid, k in entries:
+                out.setdefault(cid, f"[{k!r}]")  # a plain dict's value
+    return out
+
+
 def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> dict[int, tuple[str, str]]:
     """Storage key -> (kind, name) of what keeps it alive (see the kind order above)."""
     out = _labels(torch, probe, live, ns)
@@ -257,12 +311,16 @@ def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> 
                     holds[k] = id(o)
                     found.setdefault(id(o), o)
         biggest = sorted(found.values(), key=len, reverse=True)[:NAMED_CONTAINERS]
-        names = probe._referrer_names(biggest, {}) if biggest else {}
+        names = _container_names(biggest, ns_dicts | {id(found), id(holds)}) if biggest else {}
         for k, cid in holds.items():
             out[k] = (CONTAINER, names.get(cid) or f"an unnamed {type(found[cid]).__name__}")
         found.clear()
         del biggest, o
+    # Graphs last: a root with a name (by kind) claims the saved tensors it shares with others.
+    live.walk_graphs(lambda r: _RANK[out[live.key_of[id(r)]][0]] if live.key_of.get(id(r)) in out else len(_RANK))
     for key, root in live.graph_root.items():
+        if key in out:
+            continue
         via = out.get(live.key_of.get(id(root), 0))
         out[key] = (GRAPH, f"graph of {via[1]}" if via else "a graph with no named root")
     nobody = (OTHER, "no name or container reaches it")

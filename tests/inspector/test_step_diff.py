@@ -88,3 +88,46 @@ def test_diff_steps_needs_a_breakpoint_and_reports_an_early_exit(inspect_cli: An
 ])
 def test_shape_rule(curve: list[int], expected: str) -> None:
     assert step_diff.shape(curve) == expected
+
+
+class Trainer:
+    def __init__(self) -> None:
+        self.history: list[Any] = []
+
+
+def test_graph_kept_storages_and_an_attribute_list_in_process() -> None:
+    """The diff probe in this process (as injected, under its private names): saved tensors of
+    graphs a list keeps are the graph's, named by the list; a list on an object is named by its
+    class and attribute at every stop (the instance dict Python creates lazily does not rename it)."""
+    import sys
+
+    import torch
+
+    from stridelens.inspector import diff_probe, probe
+
+    sys.modules.setdefault(probe.PRIVATE_NAME, probe)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64)
+    trainer = Trainer()
+    losses: list[torch.Tensor] = []
+
+    def step() -> None:
+        h = model(torch.randn(32, 64)).tanh()
+        losses.append(h.pow(2).mean())  # keeps the graph: the input of addmm, the tanh result
+        trainer.history.append(torch.randn(100))
+
+    ns = {"model": model, "losses": losses}  # `trainer` is reached only through gc
+    step()
+    diff_probe.begin(ns)
+    for _ in range(2):
+        step()
+        diff_probe.sample(ns)
+    step()
+    d = step_diff.analyze(diff_probe.end(ns))
+    g = by_keeper(d)
+    assert g["graph of losses"]["kind"] == "graph"
+    assert g["graph of losses"]["bytes_by_stop"] == [16384, 32768, 49152, 65536]  # 2 × 8 KiB a step
+    assert g["Trainer.history"]["bytes_by_stop"] == [400, 800, 1200, 1600]
+    assert g["losses"]["shape"] == g["Trainer.history"]["shape"] == g["graph of losses"]["shape"] == "linear"
+    assert g["model"]["shape"] == "flat"
+    assert not diff_probe._state
