@@ -180,3 +180,50 @@ def test_the_repository_works_as_a_pre_commit_hook(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "stridelens check" in proc.stdout and "Failed" in proc.stdout
     assert "SL101" in proc.stdout
+
+
+# --------------------------------------------------------------------------- too-old Pythons
+# stridelens needs 3.10; an editor pointed at an older interpreter must hear why, not crash.
+
+
+def _old_python(minor: int) -> str | None:
+    import glob
+    import shutil
+
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    candidates = sorted(glob.glob(os.path.join(root, "versions", f"3.{minor}.*", "bin", f"python3.{minor}")))
+    found = candidates[-1] if candidates else shutil.which(f"python3.{minor}")
+    if found is None:
+        return None
+    # A pyenv shim is on PATH for every version, installed or not: it must really run.
+    probe = subprocess.run([found, "-c", "import sys; print(sys.version_info[1])"], capture_output=True, text=True, timeout=60)
+    return found if probe.stdout.strip() == str(minor) else None
+
+
+@pytest.mark.parametrize("minor", [6, 9])
+def test_the_extension_launcher_tells_a_too_old_python_what_it_needs(minor: int) -> None:
+    python = _old_python(minor)
+    if python is None:
+        pytest.skip(f"no Python 3.{minor} on this machine")
+    launch = ROOT / "vscode-client" / "bundled" / "tool" / "launch.py"
+    for args in (["--info"], ["serve"]):
+        proc = subprocess.run([python, str(launch), *args], capture_output=True, text=True, timeout=60, env=_clean_env())
+        assert proc.returncode == 3, proc.stderr  # TOO_OLD: the extension's status bar says it
+        assert f"stridelens needs Python 3.10 or newer; {python} is Python 3.{minor}." in proc.stderr
+        assert proc.stdout == ""
+
+
+def test_pip_refuses_the_wheel_on_a_too_old_python(built: tuple[Path, Path, str], tmp_path: Path) -> None:
+    python = _old_python(9)
+    if python is None:
+        pytest.skip("no Python 3.9 on this machine")
+    wheel, _, _ = built
+    subprocess.run([python, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
+    venv_python = str(tmp_path / "venv" / "bin" / "python")
+    proc = subprocess.run(
+        [venv_python, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", str(wheel)],
+        capture_output=True, text=True, timeout=300, env=_clean_env(),
+    )
+    assert proc.returncode != 0
+    assert "requires a different Python" in proc.stdout + proc.stderr
+    assert not list((tmp_path / "venv").rglob("stridelens"))  # nothing half-installed
