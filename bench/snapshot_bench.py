@@ -142,7 +142,8 @@ def bench_snapshot_steps(quick: bool) -> None:
           f"(median of {len(after)}): after/before {a / b:4.2f}x")
     print(f"   during the {t_b - t_a:4.2f} s of the CLI: {len(during)} steps, the longest {max(during) * 1e3:7.1f} ms; "
           f"the snapshot says the main thread stopped {snap['main_thread_stopped_s'] * 1e3:.0f} ms "
-          f"(gdb attached {snap['injector_s'] * 1e3:.0f} ms, report {snap['report_s'] * 1e3:.0f} ms)")
+          f"(ptrace stop {snap['ptrace_stop_s'] * 1e3:.0f} ms within gdb's {snap['injector_s'] * 1e3:.0f} ms, "
+          f"report {snap['report_s'] * 1e3:.0f} ms)")
 
 
 def main() -> int:

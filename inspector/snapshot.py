@@ -3,11 +3,14 @@
 How one snapshot runs:
 1. A private directory (mkdtemp: 0700) gets the boot file (`snapshot_boot`: the probe's source
    and the call that writes the report).
-2. gdb attaches with no shared-library symbols but the ELF symbol tables of libpython and libc
-   (torch's libraries, or libpython's DWARF, would cost seconds of stopped target), maps one page with `mmap`, writes the entry statement into it through
+2. The addresses of Py_AddPendingCall, PyRun_SimpleString and mmap come from the ELF dynamic
+   symbol tables of the mapped libpython (or executable) and libc (`snapshot_elf`), read before
+   anything attaches: a process without them is not Python and is never touched. gdb then
+   attaches reading no symbols (torch's libraries, or libpython's DWARF, would cost seconds of
+   stopped target), maps one page with `mmap`, writes the entry statement into it through
    ptrace (no `malloc` in the target: another thread may hold its lock), and queues
-   `PyRun_SimpleString(page)` with `Py_AddPendingCall`, then detaches. The target was stopped
-   for that gdb session only.
+   `PyRun_SimpleString(page)` with `Py_AddPendingCall`, then detaches. The target is stopped
+   for that much only (measured: `ptrace_stop_s`, its /proc state polled while gdb runs).
    On Python >= 3.14, the target's own interpreter runs `sys.remote_exec(pid, entry file)`
    instead: the same entry statement, with no gdb at all.
 3. The main thread runs the pending call at its next safe point (between two bytecodes, holding
@@ -27,12 +30,13 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stridelens.inspector import snapshot_boot
+from stridelens.inspector import snapshot_boot, snapshot_elf
 from stridelens.inspector.session import InspectError
 
 GDB_TIMEOUT = 30.0  # attach + one call; seconds only when the symbols of libpython are large
@@ -53,22 +57,15 @@ def call(expr):
 def queue():
     if gdb.selected_inferior().pid == 0:
         return say("attach-failed")
-    for lib in ("libpython3", "libc\\.so", "libc-"):
-        gdb.execute("sharedlibrary " + lib, to_string=True)
-    try:
-        gdb.parse_and_eval("(long)&Py_AddPendingCall")
-        gdb.parse_and_eval("(long)&PyRun_SimpleString")
-    except gdb.error:
-        say("not-python")
-    else:
-        entry = open(ENTRY_FILE, "rb").read() + b"\0"
-        page = call("((void *(*)(void *, unsigned long, int, int, int, long))mmap)(0, %d, 3, 34, -1, 0)" % PAGE)
-        if page in (-1, 0) or page == (1 << 64) - 1:
-            say("mmap-failed")
-        else:
-            gdb.selected_inferior().write_memory(page, entry)
-            rc = call("((int (*)(void *, void *))Py_AddPendingCall)((void *)&PyRun_SimpleString, (void *)%d)" % page)
-            say("queued" if rc == 0 else "queue-full", "%.6f" % (time.perf_counter() - t0))
+    entry = open(ENTRY_FILE, "rb").read() + b"\0"
+    page = call("((void *(*)(void *, unsigned long, int, int, int, long))%d)(0, %d, 3, 34, -1, 0)"
+                % (ADDR["mmap"], PAGE))
+    if page in (-1, 0) or page == (1 << 64) - 1:
+        return say("mmap-failed")
+    gdb.selected_inferior().write_memory(page, entry)
+    rc = call("((int (*)(void *, void *))%d)((void *)%d, (void *)%d)"
+              % (ADDR["Py_AddPendingCall"], ADDR["PyRun_SimpleString"], page))
+    say("queued" if rc == 0 else "queue-full", "%.6f" % (time.perf_counter() - t0))
 
 try:
     queue()
@@ -86,15 +83,54 @@ class Snapshot:
     report: dict[str, Any]
     target: dict[str, Any]
     method: str  # "gdb" or "sys.remote_exec"
-    inject_s: float  # wall time of the injector (gdb attached: the target was stopped within it)
+    inject_s: float  # wall time of the injector (gdb's own start-up included)
+    ptrace_stop_s: float  # the target seen in ptrace stop (/proc state 't'), all threads
     wait_s: float  # from queueing to the main thread starting the report
     report_s: float  # the main thread ran the report (holding the GIL, except where torch releases it)
+    report_cpu_s: float  # the main thread's CPU time in it (report_s less time the machine gave others)
     notes: list[str] = field(default_factory=list)
 
     def timing(self) -> dict[str, Any]:
         return {"method": self.method, "injector_s": round(self.inject_s, 4),
+                "ptrace_stop_s": round(self.ptrace_stop_s, 4),
                 "wait_for_safe_point_s": round(self.wait_s, 4), "report_s": round(self.report_s, 4),
-                "main_thread_stopped_s": round(self.report_s + (self.inject_s if self.method == "gdb" else 0), 4)}
+                "report_cpu_s": round(self.report_cpu_s, 4),
+                "main_thread_stopped_s": round(self.report_s + self.ptrace_stop_s, 4)}
+
+
+class _StopWatch:
+    """Polls /proc/PID/stat while gdb runs: how long the target sat in ptrace stop."""
+
+    def __init__(self, pid: int) -> None:
+        self.path = f"/proc/{pid}/stat"
+        self.first: float | None = None
+        self.last: float | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self.done.is_set():
+            try:
+                state = Path(self.path).read_text().rpartition(")")[2].split()[0]
+            except (OSError, IndexError):
+                return
+            now = time.perf_counter()
+            if state == "t":
+                self.first = self.first if self.first is not None else now
+                self.last = now
+            self.done.wait(0.002)
+
+    def __enter__(self) -> _StopWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def seconds(self) -> float:
+        # Seen stopped from `first` to `last`, give or take one poll interval.
+        return 0.0 if self.first is None or self.last is None else self.last - self.first + 0.002
 
 
 def _python_version_of(pid: int) -> tuple[int, int] | None:
@@ -162,12 +198,13 @@ def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | N
         entry = os.path.join(d, "entry.py")
         _write_private(entry, snapshot_boot.entry_statement(boot))
         t0 = time.perf_counter()
-        if use_remote_exec:
-            method = "sys.remote_exec"
-            _remote_exec(pid, entry, python)
-        else:
-            method = "gdb"
-            _gdb_queue(pid, entry)
+        with _StopWatch(pid) as watch:
+            if use_remote_exec:
+                method = "sys.remote_exec"
+                _remote_exec(pid, entry, python)
+            else:
+                method = "gdb"
+                _gdb_queue(pid, entry)
         inject_s = time.perf_counter() - t0
         raw = _wait_report(pid, os.path.join(d, snapshot_boot.REPORT_NAME), timeout, boot)
     out = json.loads(raw)
@@ -176,8 +213,8 @@ def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | N
         raise InspectError(body.get("error") or "the snapshot failed in the target")
     timing = out["timing"]
     return Snapshot(report=body["result"], target=out["target"], method=method, inject_s=inject_s,
-                    wait_s=max(0.0, timing["started_at"] - timing["queued_at"] - inject_s),
-                    report_s=float(timing["report_s"]))
+                    ptrace_stop_s=watch.seconds(), wait_s=max(0.0, timing["started_at"] - timing["queued_at"] - inject_s),
+                    report_s=float(timing["report_s"]), report_cpu_s=float(timing["report_cpu_s"]))
 
 
 @contextlib.contextmanager
@@ -199,12 +236,28 @@ def _write_private(path: str, text: str) -> None:
         f.write(text)
 
 
+def _addresses(pid: int) -> dict[str, int]:
+    """Where Py_AddPendingCall, PyRun_SimpleString and mmap are in PID (read before attaching)."""
+    try:
+        return snapshot_elf.resolve(pid, {"libpython3": {"Py_AddPendingCall", "PyRun_SimpleString"},
+                                          "libc.so": {"mmap"}})
+    except PermissionError as e:
+        raise InspectError(f"ptrace is not permitted on PID {pid} (its memory map is not readable): "
+                           f"{_ptrace_hint(pid)}") from e
+    except snapshot_elf.NotFound as e:
+        if "mmap" in str(e):
+            raise InspectError(f"PID {pid}: no mmap in its C library ({e})") from e
+        raise InspectError(f"PID {pid} is not a Python process (no Py_AddPendingCall / PyRun_SimpleString "
+                           "in it)") from e
+
+
 def _gdb_queue(pid: int, entry: str) -> None:
+    addr = _addresses(pid)
     script = os.path.join(os.path.dirname(entry), "inject-gdb.py")
-    _write_private(script, f"ENTRY_FILE = {entry!r}\nPAGE = {PAGE}\n" + _GDB_SCRIPT)
+    _write_private(script, f"ENTRY_FILE = {entry!r}\nPAGE = {PAGE}\nADDR = {addr!r}\n" + _GDB_SCRIPT)
     # -iex runs before the attach: with -ex gdb would first read every library's symbols
-    # (torch's take over 10 s); the script reads libpython's and libc's, and --readnever keeps
-    # that to their ELF symbol tables (libpython's DWARF doubles the time the target is stopped).
+    # (torch's take over 10 s) while the target is stopped; the addresses come from
+    # snapshot_elf, and --readnever keeps gdb off the executable's DWARF too.
     cmd = ["gdb", "-nx", "-q", "-batch", "--readnever", "-iex", "set auto-solib-add off", "-iex", "set auto-load off",
            "-iex", "set confirm off", "-p", str(pid), "-x", script]
     try:
@@ -223,8 +276,6 @@ def _gdb_queue(pid: int, entry: str) -> None:
     what, detail = said.group(1), said.group(2)
     if what == "queued":
         return
-    if what == "not-python":
-        raise InspectError(f"PID {pid} is not a Python process (no Py_AddPendingCall / PyRun_SimpleString in it)")
     if what == "queue-full":
         raise InspectError(f"PID {pid}: Python's pending-call queue is full (the main thread has not "
                            "reached Python code for a while); nothing was queued")

@@ -40,7 +40,7 @@ def _stridelens_snapshot():
     before = set(sys.modules)
     import json, os, time
     started = time.time()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     ns = {{"__name__": {name!r}, "__builtins__": __builtins__}}
     target = {{}}
     # In the middle of an import (torch still loading, say) the heap is half built: come back later.
@@ -70,7 +70,8 @@ def _stridelens_snapshot():
         body = json.dumps({{"ok": False, "error": msg}})
     finally:
         ns.clear()
-    timing = {{"queued_at": {queued!r}, "started_at": started, "report_s": time.perf_counter() - t0}}
+    timing = {{"queued_at": {queued!r}, "started_at": started, "report_s": time.perf_counter() - t0,
+              "report_cpu_s": time.thread_time() - c0}}
     out = '{{"timing": ' + json.dumps(timing) + ', "target": ' + json.dumps(target) + ', "body": ' + body + '}}'
     # Standard-library modules only: a module another thread imported meanwhile stays.
     stdlib = getattr(sys, "stdlib_module_names", ())

@@ -107,7 +107,8 @@ def print_text(report: dict[str, Any], console: Console) -> None:
         ("snapshot ", "bold"), f"of pid {tgt.get('pid')} (python {tgt.get('python')}, torch {tgt.get('torch')}) "
         f"through {t['method']}", (
             f" — main thread stopped {t['main_thread_stopped_s'] * 1e3:.0f} ms: "
-            + (f"gdb attached {t['injector_s'] * 1e3:.0f} ms (all threads), " if t["method"] == "gdb" else "")
+            + (f"ptrace stop {t['ptrace_stop_s'] * 1e3:.0f} ms (all threads, gdb ran {t['injector_s'] * 1e3:.0f} ms), "
+               if t["method"] == "gdb" else "")
             + f"report {t['report_s'] * 1e3:.0f} ms (main thread)", "dim")))
     console.print(reports.memory_tables(report["memory"]))
     shots = report.get("snapshots")
