@@ -139,3 +139,21 @@ def test_readme_zh_cn_rule_table_is_current() -> None:
         "run: python -m stridelens.server.rules.catalogue --lang zh-CN --write README.zh-CN.md"
     )
     assert "| SL101 | view-noncontiguous |" in text and "| 错误 |" in text
+
+
+def test_storage_picture_fits_its_width_in_chinese() -> None:
+    from stridelens.server.analysis import analyze_source
+    from stridelens.server.analysis.storage_picture import render_storage_picture
+
+    source = "import torch\nx = torch.randn(2, 3, 4)\nxt = x.transpose(0, 1)\nbig = torch.randn(64, 1024)[:, :3]\n"
+    analysis = analyze_source(source, "m.py", replay=True)
+    english = {line: render_storage_picture(analysis.explain_at(line, 1).fact, width=44) for line in (3, 4)}
+    i18n.set_language("zh-CN")
+    for line, width in ((3, 44), (3, 30), (4, 44), (4, 30)):
+        fact = analysis.explain_at(line, 1).fact
+        assert fact is not None
+        picture = render_storage_picture(fact, width=width)
+        assert picture and all(i18n.columns(row) <= width for row in picture), picture
+        assert picture[0].startswith("存储 ") and ("步长" in picture[-1] or picture[-1].endswith("…"))
+        if width == 44:
+            assert len(picture) == len(english[line])  # the same grid or bar, other words

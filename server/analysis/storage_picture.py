@@ -23,8 +23,9 @@ Every line fits `width` columns. Shared by `stridelens explain` and the hover ca
 
 from __future__ import annotations
 
+from stridelens.i18n import columns, ntr, tr
 from stridelens.server.analysis.facts import TensorFact
-from stridelens.server.units import human_bytes, plural
+from stridelens.server.units import human_bytes
 
 # The largest view whose storage positions are listed one by one (beyond: its span).
 MAX_ENUMERATE = 1 << 16
@@ -96,23 +97,25 @@ def _grid(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], wi
         return []
     dtype = fact.dtype or "?"
     size = f"{total} × {dtype}" + (f" ({human_bytes(fact.storage_nbytes)})" if fact.storage_nbytes is not None else "")
-    rows_of = f" in rows of {row}" if row < total else ""
-    header = f"storage {size}{rows_of}; numbers: the order this tensor reads"
-    if len(header) > width:
-        header = f"storage {size}{rows_of}"
-    lines = [header[:width]]
+    rows_of = tr(" in rows of {n}").format(n=row) if row < total else ""
+    header = tr("storage {size}{rows}; numbers: the order this tensor reads").format(size=size, rows=rows_of)
+    if columns(header) > width:
+        header = tr("storage {size}{rows}").format(size=size, rows=rows_of)
+    lines = [_clip(header, width)]
     for start in range(0, total, row):
         cells = [str(reader[i]).rjust(cell) if i in reader else "·".rjust(cell) for i in range(start, min(start + row, total))]
         lines.append("  " + "".join(cells))
-    footer = f"offset {fact.storage_offset}, strides {strides}" + ("; some elements are read more than once" if repeated else "")
+    footer = tr("offset {offset}, strides {strides}").format(offset=fact.storage_offset, strides=strides)
+    if repeated:
+        footer += tr("; some elements are read more than once")
     lines.append(_fit(footer, width))
     return lines
 
 
 def _bar(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], numel: int, width: int) -> list[str]:
     total = fact.storage_numel or 0
-    label, close = "storage ▕", "▏"
-    cells = max(8, width - len(label) - len(close))
+    label, close = tr("storage ▕"), "▏"
+    cells = max(8, width - columns(label) - len(close))
     first, last = span_of(shape, strides, fact.storage_offset or 0)
     last = min(last, total - 1)
     order = positions_read(shape, strides, fact.storage_offset or 0)
@@ -132,17 +135,28 @@ def _bar(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], num
             marks[index] = USED if dense else SPREAD
         read = numel if dense else None
     element = fact.element_size
-    used = human_bytes(read * element) if read is not None and element else (plural(read, "element") if read is not None else None)
-    whole = human_bytes(total * element) if element else plural(total, "element")
+    used = human_bytes(read * element) if read is not None and element else (_elements(read) if read is not None else None)
+    whole = human_bytes(total * element) if element else _elements(total)
     share = f" ({100 * read / total:.2g}%)" if read is not None else ""
     if used is not None:
-        what = f"reads {used} of {whole}{share}"
+        what = tr("reads {used} of {whole}{share}").format(used=used, whole=whole, share=share)
     else:  # the tensor's own size: `numel` elements, wherever they lie in the span
-        own = plural(numel, "element") + (f" ({human_bytes(numel * element)})" if element else "")
-        what = f"reads {own} spread over {whole}"
-    footer = f"{what} from element {first:,}, strides {strides}"
+        own = _elements(numel) + (f" ({human_bytes(numel * element)})" if element else "")
+        what = tr("reads {size} spread over {whole}").format(size=own, whole=whole)
+    footer = tr("{what} from element {first}, strides {strides}").format(what=what, first=f"{first:,}", strides=strides)
     return [f"{label}{''.join(marks)}{close}", _fit(footer, width)]
 
 
+def _elements(n: int) -> str:
+    return ntr("{n} element", "{n} elements", n).format(n=f"{n:,}")
+
+
+def _clip(text: str, width: int) -> str:
+    """The longest start of `text` within `width` terminal columns."""
+    while columns(text) > width:
+        text = text[:-1]
+    return text
+
+
 def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return text if columns(text) <= width else _clip(text, width - 1) + "…"

@@ -11,6 +11,8 @@ import ipaddress
 import sys
 from typing import Any
 
+from stridelens.i18n import tr
+
 
 class AddressError(ValueError):
     pass
@@ -40,17 +42,17 @@ def parse_address(spec: str, allow_remote: bool = False) -> tuple[str, int]:
     if spec.startswith("["):
         host, sep, port_text = spec[1:].partition("]:")
         if not sep:
-            raise AddressError(f"{spec}: expected [IPV6]:PORT")
+            raise AddressError(tr("{spec}: expected [IPV6]:PORT").format(spec=spec))
     else:
         host, sep, port_text = spec.rpartition(":")
         if not sep or not host:
-            raise AddressError(f"{spec}: expected HOST:PORT")
+            raise AddressError(tr("{spec}: expected HOST:PORT").format(spec=spec))
     try:
         port = int(port_text)
     except ValueError:
-        raise AddressError(f"{spec}: PORT must be a number") from None
+        raise AddressError(tr("{spec}: PORT must be a number").format(spec=spec)) from None
     if not 1 <= port <= 65535:
-        raise AddressError(f"{spec}: PORT must be between 1 and 65535")
+        raise AddressError(tr("{spec}: PORT must be between 1 and 65535").format(spec=spec))
     if host == "localhost":
         return host, port
     try:
@@ -59,13 +61,17 @@ def parse_address(spec: str, allow_remote: bool = False) -> tuple[str, int]:
         if allow_remote:
             return host, port
         raise AddressError(
-            f"{spec}: {host!r} is not a loopback address; use 127.0.0.1, ::1 or localhost "
-            "(or --allow-remote)"
+            tr(
+                "{spec}: {host!r} is not a loopback address; use 127.0.0.1, ::1 or localhost "
+                "(or --allow-remote)"
+            ).format(spec=spec, host=host)
         ) from None
     if not address.is_loopback and not allow_remote:
         raise AddressError(
-            f"{spec}: {host} is not a loopback address; refusing to expose the server "
-            "(pass --allow-remote to do it anyway)"
+            tr(
+                "{spec}: {host} is not a loopback address; refusing to expose the server "
+                "(pass --allow-remote to do it anyway)"
+            ).format(spec=spec, host=host)
         )
     return host, port
 
@@ -75,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             host, port = parse_address(args.tcp, args.allow_remote)
         except AddressError as err:
-            print(f"stridelens serve: {err}", file=sys.stderr)
+            print(tr("stridelens serve: {error}").format(error=err), file=sys.stderr)
             return 2
         from stridelens.server.lsp.server import serve_tcp
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stridelens import i18n
+from stridelens.i18n import tr
 from stridelens.server.rules import Severity
 
 INLAY_MODES = ("off", "shapes", "strides")
@@ -45,11 +46,11 @@ def _codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        problems.append(f"`{key}` must be a list of rule codes (like [\"SL101\", \"SL2\"]), got {value!r}")
+        problems.append(tr('`{key}` must be a list of rule codes (like ["SL101", "SL2"]), got {value!r}').format(key=key, value=value))
         return None
     bad = [v for v in value if not v.upper().startswith("SL")]
     if bad:
-        problems.append(f"`{key}`: not stridelens rule codes: {', '.join(map(repr, bad))}")
+        problems.append(tr("`{key}`: not stridelens rule codes: {codes}").format(key=key, codes=", ".join(map(repr, bad))))
         return None
     return tuple(v.upper() for v in value)
 
@@ -60,7 +61,7 @@ def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, lis
     if raw is None:
         return base, problems
     if not isinstance(raw, Mapping):
-        return base, [f"{source}: expected an object of stridelens settings, got {type(raw).__name__}"]
+        return base, [tr("{source}: expected an object of stridelens settings, got {type}").format(source=source, type=type(raw).__name__)]
     if isinstance(raw.get("stridelens"), Mapping):  # {"stridelens": {...}} as some clients send
         raw = raw["stridelens"]
     out = base
@@ -77,7 +78,7 @@ def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, lis
                 out = replace(out, ignore=codes)
         elif key == "severity":
             if not isinstance(value, Mapping):
-                problems.append(f"`severity` must map rule codes to error/warning/information/hint, got {value!r}")
+                problems.append(tr("`severity` must map rule codes to error/warning/information/hint, got {value!r}").format(value=value))
                 continue
             sev = dict(out.severity)
             for code, level in value.items():
@@ -85,7 +86,9 @@ def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, lis
                 name = {"info": "information", "warn": "warning"}.get(name, name)
                 if not isinstance(code, str) or name not in SEVERITIES:
                     problems.append(
-                        f"`severity.{code}`: {level!r} is not one of error, warning, information, hint"
+                        tr("`severity.{code}`: {level!r} is not one of error, warning, information, hint").format(
+                            code=code, level=level
+                        )
                     )
                     continue
                 sev[code.upper()] = SEVERITIES[name]
@@ -97,26 +100,26 @@ def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, lis
             if mode is True:
                 mode = "shapes"
             if mode not in INLAY_MODES:
-                problems.append(f"`inlayHints` must be one of off, shapes, strides; got {value!r}")
+                problems.append(tr("`inlayHints` must be one of off, shapes, strides; got {value!r}").format(value=value))
                 continue
             out = replace(out, inlay_hints=str(mode))
         elif key == "replay":
             if not isinstance(value, bool):
-                problems.append(f"`replay` must be true or false, got {value!r}")
+                problems.append(tr("`replay` must be true or false, got {value!r}").format(value=value))
                 continue
             out = replace(out, replay=value)
         elif key in ("debounceMs", "debounce_ms"):
             if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 5000:
-                problems.append(f"`debounceMs` must be an integer from 0 to 5000, got {value!r}")
+                problems.append(tr("`debounceMs` must be an integer from 0 to 5000, got {value!r}").format(value=value))
                 continue
             out = replace(out, debounce_ms=value)
         elif key == "locale":
             if not isinstance(value, str) or (value.strip().lower() not in ("", "auto") and i18n.normalize(value) is None):
-                problems.append(f"`locale` must be one of auto, en, zh-CN; got {value!r}")
+                problems.append(tr("`locale` must be one of auto, en, zh-CN; got {value!r}").format(value=value))
                 continue
             out = replace(out, locale=i18n.normalize(value))
         else:
-            problems.append(f"unknown setting `{key}` (ignored)")
+            problems.append(tr("unknown setting `{key}` (ignored)").format(key=key))
     return out, [f"{source}: {p}" if not p.startswith(source) else p for p in problems]
 
 

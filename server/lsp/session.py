@@ -114,6 +114,9 @@ class StridelensServer(LanguageServer):
         self.base_settings = self.settings = base
         self.client_locale = params.locale
         self.apply_language()
+        if i18n.language() != i18n.ENGLISH:  # the problems were written before the language was known
+            base, problems = project_settings(self.root)
+            _, more = merge_settings(base, params.initialization_options, "initializationOptions")
         self.report(problems + more)
 
     def apply_language(self) -> None:
