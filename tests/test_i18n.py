@@ -157,3 +157,31 @@ def test_storage_picture_fits_its_width_in_chinese() -> None:
         assert picture[0].startswith("存储 ") and ("步长" in picture[-1] or picture[-1].endswith("…"))
         if width == 44:
             assert len(picture) == len(english[line])  # the same grid or bar, other words
+
+
+def test_translated_rule_examples_change_only_comments() -> None:
+    import tokenize
+
+    from stridelens.server.rules import ALL_RULES
+
+    def code_tokens(text: str) -> list[tuple[int, str]]:
+        tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+        return [(t.type, t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE)]
+
+    for rule in ALL_RULES.values():
+        chinese = i18n.translated(rule.doc.example, "zh_CN")
+        assert chinese is not None and code_tokens(chinese) == code_tokens(rule.doc.example), rule.code
+
+
+def test_po_writer_round_trips_any_text() -> None:
+    texts = [
+        "short",
+        "for x in loader:\n    loss.backward()\n    total += loss  # SL201",
+        "  two  spaces  and a very long line " * 6,
+        'quotes " and \\ backslashes\tand tabs, 中文和 emoji 😀 ' * 3,
+        "ends with a newline\n",
+    ]
+    messages = {t: extract.Msg(t, refs=["t.py:1"]) for t in texts}
+    old = {t: extract.Entry(t, ["译文：" + t]) for t in texts}
+    entries = {e.msgid: e for e in parse_po(extract.render_po("zh_CN", messages, old)) if e.msgid}
+    assert {k: v.msgstr for k, v in entries.items()} == {t: ["译文：" + t] for t in texts}

@@ -149,7 +149,7 @@ def rule_card(code: str) -> str | None:
             "",
             tr("**Example**"),
             "```python",
-            doc.example.strip("\n"),
+            tr(doc.example).strip("\n"),
             "```",
             "",
             tr("**Fix** {text}").format(text=tr(doc.fix)),

@@ -73,7 +73,7 @@ def render_rule(rule: Rule) -> str:
         "",
         tr("## Example"),
         "```python",
-        rule.doc.example,
+        tr(rule.doc.example),
         "```",
         "",
         tr("## Fix"),

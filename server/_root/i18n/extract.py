@@ -6,7 +6,7 @@
                        msgids added untranslated, unused ones dropped
 
 The msgids are the literal first arguments of `tr(...)` and `N_(...)` and both of `ntr(...)`
-in the stridelens sources, and the rules' documentation (summary, what, why, fix), which
+in the stridelens sources, and the rules' documentation (summary, what, why, example, fix), which
 the rule modules keep as data and `tr()` at display time.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import string
 import sys
 from dataclasses import dataclass, field
@@ -69,7 +70,7 @@ def code_messages(root: Path = PACKAGE_ROOT) -> tuple[dict[str, Msg], list[str]]
 
     for code in sorted(ALL_RULES):
         rule = ALL_RULES[code]
-        for part in ("summary", "what", "why", "fix"):
+        for part in ("summary", "what", "why", "example", "fix"):  # an example's comments are translated
             text = rule.summary if part == "summary" else getattr(rule.doc, part)
             found.setdefault(text, Msg(text)).refs.append(f"rule {code} {part}")
     return found, problems
@@ -110,18 +111,20 @@ def _quote(text: str) -> str:
 
 
 def _field(keyword: str, text: str) -> list[str]:
-    if len(text) < 70 and "\n" not in text:
+    if len(text) < 70 and "\n" not in text[:-1]:
         return [f"{keyword} {_quote(text)}"]
-    # Wrapped as msgfmt and translators' editors write it: an empty first line, then pieces.
-    pieces, current = [], ""
-    for word in text.split(" "):
-        candidate = word if not current else current + " " + word
-        if len(candidate) > 76 and current:
-            pieces.append(current + " ")
-            current = word
-        else:
-            current = candidate
-    pieces.append(current)
+    # Wrapped as msgfmt and translators' editors write it: an empty first line, then pieces
+    # that end after a newline or a space (joined back they are exactly `text`).
+    pieces: list[str] = []
+    for line in re.findall(r"[^\n]*\n|[^\n]+", text):
+        current = ""
+        for word in re.findall(r"\S*\s*", line):
+            if current and len(current) + len(word) > 76:
+                pieces.append(current)
+                current = ""
+            current += word
+        if current:
+            pieces.append(current)
     return [f'{keyword} ""', *(_quote(p) for p in pieces)]
 
 
