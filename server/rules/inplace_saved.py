@@ -212,7 +212,7 @@ class _Walk:
         elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
             target = stmt.targets[0]
             if self.is_tensor(target.value):
-                self.check_write(target, stmt, "the index assignment")
+                self.check_write(target, stmt, tr("the index assignment"))
 
     def is_tensor(self, node: ast.expr) -> bool:
         ident_node = node.value if isinstance(node, ast.Subscript) else node
