@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stridelens.server.analysis.collector import fewer_collections
+from stridelens.i18n import tr
 from stridelens.server.analysis.facts import ReplayEvent, TensorFact
 from stridelens.server.analysis.interpreter import Interpreter
 from stridelens.server.analysis.parsing import BrokenLine, parse_tolerant
@@ -29,20 +30,22 @@ def read_source(path: str) -> str:
     try:
         size = os.path.getsize(path)
         if size > MAX_FILE_BYTES:
-            raise SourceError(f"{path}: file is too large to analyse ({size} bytes)")
+            raise SourceError(tr("{path}: file is too large to analyse ({size} bytes)").format(path=path, size=size))
         with open(path, "rb") as handle:
             data = handle.read()
     except FileNotFoundError:
-        raise SourceError(f"{path}: no such file") from None
+        raise SourceError(tr("{path}: no such file").format(path=path)) from None
     except IsADirectoryError:
-        raise SourceError(f"{path}: is a directory") from None
+        raise SourceError(tr("{path}: is a directory").format(path=path)) from None
     except OSError as err:
-        raise SourceError(f"{path}: cannot read: {err.strerror or err}") from None
+        raise SourceError(tr("{path}: cannot read: {error}").format(path=path, error=err.strerror or err)) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise SourceError(
-            f"{path}: not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})"
+            tr("{path}: not valid UTF-8 (byte {byte} at offset {offset})").format(
+                path=path, byte=f"0x{data[err.start]:02x}", offset=err.start
+            )
         ) from None
     return text.removeprefix("\ufeff")
 

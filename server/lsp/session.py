@@ -151,8 +151,9 @@ class StridelensServer(LanguageServer):
             self.window_log_message(
                 types.LogMessageParams(
                     type=types.MessageType.Warning,
-                    message=f"stridelens: torch could not be imported ({self.worker.torch_error}); "
-                    "symbolic facts only",
+                    message=tr("stridelens: torch could not be imported ({error}); symbolic facts only").format(
+                        error=self.worker.torch_error
+                    ),
                 )
             )
             return
@@ -220,8 +221,9 @@ class StridelensServer(LanguageServer):
             self.window_show_message(
                 types.ShowMessageParams(
                     type=types.MessageType.Info,
-                    message=f"stridelens: {state.path or uri} has {len(text):,} characters; files over "
-                    f"{MAX_DOCUMENT_CHARS:,} are not analysed",
+                    message=tr("stridelens: {path} has {count} characters; files over {limit} are not analysed").format(
+                        path=state.path or uri, count=f"{len(text):,}", limit=f"{MAX_DOCUMENT_CHARS:,}"
+                    ),
                 )
             )
         self.docs[uri] = state
