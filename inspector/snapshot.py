@@ -153,6 +153,11 @@ def _check_target(pid: int) -> None:
         raise InspectError(f"no process with PID {pid}")
     if pid == os.getpid():
         raise InspectError("--snapshot of this stridelens process itself")
+    # The target opens the boot file by our path: it must see our file system (no container).
+    with contextlib.suppress(OSError):
+        if os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
+            raise InspectError(f"PID {pid} runs in another mount namespace (a container?): it would not "
+                               "see the snapshot's files; run stridelens inside it")
 
 
 def _tracer_of(pid: int) -> int:

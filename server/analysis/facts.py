@@ -24,8 +24,36 @@ class Provenance:
     line: int  # 1-based
 
     def render(self) -> str:
-        # `what` is one of NOTE_KINDS (translated here) or a text built with its numbers.
-        return tr("{what}: {because} at line {line}").format(what=tr(self.what), because=self.because, line=self.line)
+        # The interpreter writes notes in English; they are translated as they are shown.
+        return tr("{what}: {because} at line {line}").format(
+            what=_note_kind(self.what), because=_note_cause(self.because), line=self.line
+        )
+
+
+def _note_kind(what: str) -> str:
+    """One of NOTE_KINDS, or `copy (1.5 KiB)`."""
+    if what.startswith("copy (") and what.endswith(")"):
+        return tr("copy ({size})").format(size=what[len("copy (") : -1])
+    return tr(what)
+
+
+def _note_cause(because: str) -> str:
+    """The op of a note: code stays as it is, the words around it are translated."""
+    for suffix, template in _CAUSE_SUFFIXES:
+        if because.endswith(suffix) and len(because) > len(suffix):
+            return tr(template).format(op=because[: -len(suffix)])
+    if because.startswith("indexing ["):
+        return tr("indexing {index}").format(index=because[len("indexing ") :])
+    op, sep, device = because.partition("(...) to ")
+    if sep and op.startswith("."):
+        return tr("{op} to {device}").format(op=op + "(...)", device=device)
+    return because
+
+
+_CAUSE_SUFFIXES = (
+    (" of a non-contiguous tensor", N_("{op} of a non-contiguous tensor")),
+    (" forward", N_("{op} forward")),
+)
 
 
 # The kinds of provenance notes (`with_note(what, ...)`), marked for the catalogue.
@@ -41,6 +69,7 @@ NOTE_KINDS = (
     N_("non-contiguous view"),
     N_("view (shares storage)"),
     N_("shape differs between calls"),  # interp_support.CALLS_DIFFER
+    N_("raises at run time"),
 )
 
 
