@@ -185,3 +185,25 @@ def test_po_writer_round_trips_any_text() -> None:
     old = {t: extract.Entry(t, ["译文：" + t]) for t in texts}
     entries = {e.msgid: e for e in parse_po(extract.render_po("zh_CN", messages, old)) if e.msgid}
     assert {k: v.msgstr for k, v in entries.items()} == {t: ["译文：" + t] for t in texts}
+
+
+def test_provenance_notes_translate_their_words_not_their_code() -> None:
+    from stridelens.server.analysis.facts import Provenance
+
+    notes = [
+        Provenance("copy (96 B)", "reshape(-1) of a non-contiguous tensor", 5),
+        Provenance("new tensor", "Linear forward", 8),
+        Provenance("view", "indexing [1:, ::2]", 6),
+        Provenance("copy", ".to(...) to cuda", 7),
+        Provenance("non-contiguous", "x.permute(0, 2, 1)", 3),
+    ]
+    english = [n.render() for n in notes]
+    assert english[0] == "copy (96 B): reshape(-1) of a non-contiguous tensor at line 5"
+    i18n.set_language("zh-CN")
+    assert [n.render() for n in notes] == [
+        "副本（96 B）：对非连续张量执行 reshape(-1)（第 5 行）",
+        "新张量：Linear 的前向（第 8 行）",
+        "视图：索引 [1:, ::2]（第 6 行）",
+        "副本：.to(...) 到 cuda（第 7 行）",
+        "非连续：x.permute(0, 2, 1)（第 3 行）",
+    ]

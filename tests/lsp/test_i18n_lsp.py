@@ -55,7 +55,7 @@ async def test_locale_zh_cn_gives_chinese_diagnostics_and_hovers_at_the_same_ran
     assert zh_card is not None and en_card is not None and zh_card.range == en_card.range
     card = zh_card.contents.value
     assert "**步长** `(4, 12, 1)`" in card and "**连续** 否" in card and "**内存** `x` 的视图——与它共享存储" in card
-    assert "非连续：第 5 行的 transpose(0, 1)" in card
+    assert "非连续：transpose(0, 1)（第 5 行）" in card
     assert "**strides** `(4, 12, 1)`" in en_card.contents.value
     # The operation hover on `view`.
     assert zh_op is not None and en_op is not None and zh_op.range == en_op.range
