@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stridelens.inspector import reports, snapshot, snapshot_diff
+from stridelens.inspector.probe import NAMED_LIMIT
 from stridelens.inspector.session import UsageError
 from stridelens.server.units import human_bytes
 
@@ -77,7 +78,10 @@ def run(args: argparse.Namespace, err: Console) -> int:
                                    named=count > 1))
     last = shots[-1]
     report: dict[str, Any] = {"target": last.target, "snapshot": last.timing(),
-                              "memory": _trim(last.report, args.top)}
+                              "memory": _trim(last.report, args.top),
+                              # What is cut: the lists only; totals and findings count every tensor.
+                              "limits": {"top": args.top, "named": NAMED_LIMIT if count > 1 else 0,
+                                         "diff_top_storages": top if count > 1 else None}}
     if count > 1:
         first = shots[0].report
         report["snapshots"] = []
@@ -111,6 +115,8 @@ def print_text(report: dict[str, Any], console: Console) -> None:
                if t["method"] == "gdb" else "")
             + f"report {t['report_s'] * 1e3:.0f} ms (main thread)", "dim")))
     console.print(reports.memory_tables(report["memory"]))
+    console.print(Text(f"(the storage list is the top {report['limits']['top']}; totals and findings count every tensor)",
+                       style="dim"))
     shots = report.get("snapshots")
     if not shots:
         return
