@@ -1,7 +1,7 @@
 """Code action "Write a gradcheck test" on a class that subclasses `torch.autograd.Function`.
 
 The action creates `test_<module>_<class>_gradcheck.py` next to the module: it imports the
-Function and runs `torch.autograd.gradcheck` on `Function.apply` in float64 with small random
+Function (by its dotted name from above the packages the module is in) and runs `torch.autograd.gradcheck` on `Function.apply` in float64 with small random
 inputs. Each input's shape is the one the static analysis knows at a `<Class>.apply(...)` call
 in the same file (the first call whose argument is a tensor fact); a dimension known only by
 name (`n`) and an input with no fact at all get a small stand-in, marked TODO in the test.
@@ -55,9 +55,10 @@ def _function_aliases(tree: ast.Module) -> set[str]:
 
 
 def autograd_functions(tree: ast.Module) -> list[ast.ClassDef]:
+    """Module-level Function subclasses (a nested class cannot be imported by the test)."""
     aliases = _function_aliases(tree)
     found = []
-    for node in ast.walk(tree):
+    for node in tree.body:
         if isinstance(node, ast.ClassDef):
             for base in node.bases:
                 name = _dotted(base)
@@ -164,8 +165,21 @@ def test_path(module_path: Path, cls_name: str) -> Path:
     return module_path.with_name(f"test_{module_path.stem}_{_snake(cls_name)}_gradcheck.py")
 
 
+def dotted_module(module_path: Path) -> str:
+    """The module's import name from the folder above every package (`__init__.py`) it is in,
+    so its relative imports work: `mypkg.ops.sq`."""
+    parts = [module_path.stem]
+    folder = module_path.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier() and folder.parent != folder:
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return ".".join(parts)
+
+
 def test_source(module_path: Path, cls: ast.ClassDef, inputs: list[Input]) -> str:
-    module = module_path.stem
+    module = dotted_module(module_path)
+    up = len(module.split(".")) - 1  # how many folders above the test the import root is
+    root_expr = "Path(__file__).resolve().parent" + ".parent" * up
     args = "\n".join(f"        {i.code},  # {i.name}: {i.note}" for i in inputs)
     todo = ("; edit the\nlines marked TODO to match what the Function expects" if any("TODO" in i.note for i in inputs)
             else "")
@@ -180,7 +194,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str({root_expr}))
 from {module} import {cls.name}  # noqa: E402
 
 

@@ -105,3 +105,38 @@ async def test_no_action_outside_a_function_class(lsp: Session, tmp_path: Path) 
     await lsp.wait_analyzed(uri)
     assert await request(lsp, uri, 0, None) == []  # the module docstring
     assert await request(lsp, uri, 6, ["quickfix"]) == []  # asked for quick fixes only
+
+
+def test_a_function_inside_a_package_is_imported_by_its_dotted_name(tmp_path: Path) -> None:
+    """The same generator without a server: a module with a relative import, two packages deep."""
+    from stridelens.server.analysis import analyze_file
+
+    ops = tmp_path / "mypkg" / "ops"
+    ops.mkdir(parents=True)
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (ops / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "consts.py").write_text("TWO = 2\n")
+    module = ops / "square.py"
+    module.write_text(
+        "import torch\n"
+        "from ..consts import TWO\n\n\n"
+        "class Square(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        ctx.save_for_backward(x)\n"
+        "        return x * x\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad):\n"
+        "        (x,) = ctx.saved_tensors\n"
+        "        return TWO * x * grad\n\n\n"
+        "def use():\n"
+        "    return Square.apply(torch.randn(6))\n")
+    analysis = analyze_file(str(module))
+    (cls,) = gradcheck_action.autograd_functions(analysis.tree)
+    source = gradcheck_action.test_source(module, cls, gradcheck_action._inputs(cls, analysis.tree, analysis.values))
+    assert "from mypkg.ops.square import Square" in source
+    assert "torch.randn((6,), dtype=torch.float64" in source
+    test = gradcheck_action.test_path(module, cls.name)
+    test.write_text(source)
+    res = run_pytest(test)
+    assert res.returncode == 0, res.stdout + res.stderr
