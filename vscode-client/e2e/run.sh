@@ -2,7 +2,7 @@
 # End-to-end: package the extension (with stridelens bundled), install it into code-server
 # 4.100.3, and drive the scenario (static hover, SL101 quick fix, fallback debugger + runtime
 # facts + memory panel, a Python without torch and a missing one, attach by host:port to a
-# running debugpy.listen() process) in Debian's chromium. The interpreter has torch and debugpy
+# running debugpy.listen() process, a notebook's cell hover, the panel's step diff) in Debian's chromium. The interpreter has torch and debugpy
 # but not stridelens: the .vsix's bundled copy serves it. Everything installed is cached under
 # vscode-client/.e2e/; screenshots land in vscode-client/e2e-artifacts/. Leaves no process behind.
 set -euo pipefail
@@ -91,6 +91,7 @@ mkdir -p "$WS/.vscode" "$TMP/xdg/config" "$TMP/xdg/data" "$TMP/xdg/cache" "$TMP/
 cp -r "$REPO/examples" "$WS/examples"
 cp "$CLIENT/e2e/attach_target.py" "$WS/attach_target.py"   # step 5's debuggee (there before quick open indexes)
 cp "$CLIENT/e2e/plain_target.py" "$WS/plain_target.py"     # step 4's debuggee: no torch
+cp "$CLIENT/e2e/steps_target.py" "$WS/steps_target.py"     # step 7's debuggee: a list that grows per step
 cat > "$WS/.vscode/settings.json" <<JSON
 { "stridelens.interpreter": "$PYTHON" }
 JSON

@@ -8,6 +8,7 @@
 //      panel's storage pictures (a transpose's grid, a row of a big storage as a bar, redrawn
 //      for a narrower window)
 //   6. a real .ipynb in the notebook editor: a hover in a cell (LSP notebook sync)
+//   7. the memory panel's step diff (inspect --diff-steps 3) on a loop with a growing list
 // The workspace's interpreter has torch and debugpy but not stridelens: the bundled copy runs.
 // Usage: node scenario.mjs URL WORKSPACE ARTIFACTS   (run by e2e/run.sh)
 import { chromium } from "playwright-core";
@@ -405,76 +406,80 @@ try {
     log("debug session starting");
     await until("the debuggee to stop", async () => (await page.locator(".codicon-debug-stackframe").count()) > 0, 90_000, 500);
     log("stopped at the breakpoint");
-    await gotoLine(12);
-    const inline = await until("inline runtime facts", async () => {
-      const t = (await inlineDecorations()).join("\n");
-      return /x: \(128, 256\) · float32 · cpu · strides \(256, 1\) · offset 0 · contiguous/.test(t) && /losses: 20 tensors/.test(t) ? t : false;
-    }, 60_000, 500);
-    log(`inline: ${inline.split("\n").join(" | ").slice(0, 400)}`);
-    await shot("3-inline-facts");
-    const line = "= torch.randn(128, 256)";
-    const { text, hover } = await hoverUntil(line, 4, /stridelens · runtime/);
-    for (const re of [/\(128, 256\)/, /float32/, /\(256, 1\)/]) if (!re.test(text)) throw new Error(`runtime card lacks ${re}: ${text}`);
-    await shot("3-runtime-hover-card", hover);
-    await shot("3-runtime-hover");
-    await page.mouse.move(5, 5);
-    await runCommand("stridelens: Show tensor memory");
-    const frame = await until("the memory panel", async () => {
-      for (const f of page.frames()) {
-        try {
-          if ((await f.locator("#content .finding").count()) > 0) return f;
-        } catch { /* detached */ }
+    try {
+      await gotoLine(12);
+      const inline = await until("inline runtime facts", async () => {
+        const t = (await inlineDecorations()).join("\n");
+        return /x: \(128, 256\) · float32 · cpu · strides \(256, 1\) · offset 0 · contiguous/.test(t) && /losses: 20 tensors/.test(t) ? t : false;
+      }, 60_000, 500);
+      log(`inline: ${inline.split("\n").join(" | ").slice(0, 400)}`);
+      await shot("3-inline-facts");
+      const line = "= torch.randn(128, 256)";
+      const { text, hover } = await hoverUntil(line, 4, /stridelens · runtime/);
+      for (const re of [/\(128, 256\)/, /float32/, /\(256, 1\)/]) if (!re.test(text)) throw new Error(`runtime card lacks ${re}: ${text}`);
+      await shot("3-runtime-hover-card", hover);
+      await shot("3-runtime-hover");
+      await page.mouse.move(5, 5);
+      await runCommand("stridelens: Show tensor memory");
+      const frame = await until("the memory panel", async () => {
+        for (const f of page.frames()) {
+          try {
+            if ((await f.locator("#content .finding").count()) > 0) return f;
+          } catch { /* detached */ }
+        }
+        return false;
+      }, 60_000, 500);
+      const finding = frame.locator(".finding", { hasText: "losses" }).first();
+      await finding.waitFor({ state: "visible", timeout: 10_000 });
+      const ftext = await finding.innerText();
+      log(`leak: ${ftext.replace(/\s+/g, " ")}`);
+      if (!/keeps 20 autograd graphs alive/.test(ftext)) throw new Error(`unexpected finding: ${ftext}`);
+      if (!/line 12/.test(ftext) || !/line 21/.test(ftext)) throw new Error(`finding lacks the source lines 12 and 21: ${ftext}`);
+      await frame.locator(".tensor", { hasText: /^\s*x:/ }).first().click();
+      // x = torch.randn(128, 256) reads its whole storage: the bar is one solid run.
+      const pic = frame.locator("#picture svg.picture").first();
+      await pic.waitFor({ state: "visible", timeout: 15_000 });
+      const xfoot = await frame.locator("#picture-foot").innerText();
+      log(`x picture: ${await pic.getAttribute("data-kind")}; ${xfoot}`);
+      if ((await pic.getAttribute("data-kind")) !== "bar" || !/^reads 128\.0 KiB of 128\.0 KiB .* from element 0, strides \(256, 1\)$/.test(xfoot)) {
+        throw new Error(`x's picture: ${await pic.getAttribute("data-kind")}, ${xfoot}`);
       }
-      return false;
-    }, 60_000, 500);
-    const finding = frame.locator(".finding", { hasText: "losses" }).first();
-    await finding.waitFor({ state: "visible", timeout: 10_000 });
-    const ftext = await finding.innerText();
-    log(`leak: ${ftext.replace(/\s+/g, " ")}`);
-    if (!/keeps 20 autograd graphs alive/.test(ftext)) throw new Error(`unexpected finding: ${ftext}`);
-    if (!/line 12/.test(ftext) || !/line 21/.test(ftext)) throw new Error(`finding lacks the source lines 12 and 21: ${ftext}`);
-    await frame.locator(".tensor", { hasText: /^\s*x:/ }).first().click();
-    // x = torch.randn(128, 256) reads its whole storage: the bar is one solid run.
-    const pic = frame.locator("#picture svg.picture").first();
-    await pic.waitFor({ state: "visible", timeout: 15_000 });
-    const xfoot = await frame.locator("#picture-foot").innerText();
-    log(`x picture: ${await pic.getAttribute("data-kind")}; ${xfoot}`);
-    if ((await pic.getAttribute("data-kind")) !== "bar" || !/^reads 128\.0 KiB of 128\.0 KiB .* from element 0, strides \(256, 1\)$/.test(xfoot)) {
-      throw new Error(`x's picture: ${await pic.getAttribute("data-kind")}, ${xfoot}`);
+      if ((await pic.locator("rect.pic-used").count()) !== 1) throw new Error("x's bar is not one solid run");
+      await shot("3-memory-panel");
+      // Gradients on request (they read values): model's four parameters after backward, as inspect --grads.
+      await frame.locator("#read-grads").click();
+      const grads = frame.locator("#grads table.grads");
+      await grads.waitFor({ state: "visible", timeout: 60_000 }).catch(async (e) => {
+        throw new Error(`${e.message}; the section says: ${await frame.locator("#grads").innerText()}`);
+      });
+      const gradRows = (await grads.locator("tr.grad-row").allInnerTexts()).map(squash);
+      const gsummary = squash(await frame.locator("#grads").innerText());
+      log(`gradients: ${gradRows.join(" | ")}; ${gsummary.slice(-200)}`);
+      const gnames = gradRows.map((r) => r.split(" ")[1]);
+      if (gnames.join(" ") !== "model.0.weight model.0.bias model.2.weight model.2.bias") throw new Error(`gradient rows: ${gradRows.join(" | ")}`);
+      if (!gradRows.every((r) => /\bok$/.test(r) && /\(\d+(, \d+)?,?\)\s+[\d.e+-]+\s+[\d.e+-]+\s+0\s+0\s+[\d.]+%/.test(r))) throw new Error(`gradient rows not all finite and ok: ${gradRows.join(" | ")}`);
+      if (!/4 parameters in 2 layers of 1 module \(model\); 0 frozen/.test(gsummary)) throw new Error(`gradient summary: ${gsummary}`);
+      // Memory explained (inspect --cuda-summary): a CPU-only torch here, so it says so and gives the RSS.
+      await frame.locator("#read-cuda").click();
+      const cproc = frame.locator("#cuda .cuda-process");
+      await cproc.waitFor({ state: "visible", timeout: 60_000 }).catch(async (e) => {
+        throw new Error(`${e.message}; the section says: ${await frame.locator("#cuda").innerText()}`);
+      });
+      const ctext = squash(await frame.locator("#cuda").innerText());
+      log(`memory explained: ${ctext}`);
+      if (!/^No CUDA numbers: torch \S+ is built without CUDA: a CPU-only target\. process RSS [\d.]+ MiB \([\d,]+ B\) .* live CPU tensors hold 8\.5 MiB \([\d,]+ B\), [\d.]+% of it$/.test(ctext)) throw new Error(`memory explained: ${ctext}`);
+      await frame.locator("#grads").scrollIntoViewIfNeeded();
+      await shot("3-memory-panel-grads", page.locator("iframe.webview").last());
+      await frame.locator("#title").scrollIntoViewIfNeeded();
+      // The panel's top part (leak, devices, selected tensor strip) for the README.
+      const box = await page.locator("iframe.webview").first().boundingBox();
+      if (box) await page.screenshot({ path: join(artifacts, "3-memory-panel-clip.png"), clip: { x: box.x, y: box.y, width: box.width, height: Math.min(box.height, 560) } });
+      await frame.locator("a.src").first().click();
+      await sleep(500);
+    } finally {
+      // also when a check failed: a session left stopped would hold up the later steps
+      await runCommand("Debug: Stop").catch(() => undefined);
     }
-    if ((await pic.locator("rect.pic-used").count()) !== 1) throw new Error("x's bar is not one solid run");
-    await shot("3-memory-panel");
-    // Gradients on request (they read values): model's four parameters after backward, as inspect --grads.
-    await frame.locator("#read-grads").click();
-    const grads = frame.locator("#grads table.grads");
-    await grads.waitFor({ state: "visible", timeout: 60_000 }).catch(async (e) => {
-      throw new Error(`${e.message}; the section says: ${await frame.locator("#grads").innerText()}`);
-    });
-    const gradRows = (await grads.locator("tr.grad-row").allInnerTexts()).map(squash);
-    const gsummary = squash(await frame.locator("#grads").innerText());
-    log(`gradients: ${gradRows.join(" | ")}; ${gsummary.slice(-200)}`);
-    const gnames = gradRows.map((r) => r.split(" ")[1]);
-    if (gnames.join(" ") !== "model.0.weight model.0.bias model.2.weight model.2.bias") throw new Error(`gradient rows: ${gradRows.join(" | ")}`);
-    if (!gradRows.every((r) => /\bok$/.test(r) && /\(\d+(, \d+)?,?\)\s+[\d.e+-]+\s+[\d.e+-]+\s+0\s+0\s+[\d.]+%/.test(r))) throw new Error(`gradient rows not all finite and ok: ${gradRows.join(" | ")}`);
-    if (!/4 parameters in 2 layers of 1 module \(model\); 0 frozen/.test(gsummary)) throw new Error(`gradient summary: ${gsummary}`);
-    // Memory explained (inspect --cuda-summary): a CPU-only torch here, so it says so and gives the RSS.
-    await frame.locator("#read-cuda").click();
-    const cproc = frame.locator("#cuda .cuda-process");
-    await cproc.waitFor({ state: "visible", timeout: 60_000 }).catch(async (e) => {
-      throw new Error(`${e.message}; the section says: ${await frame.locator("#cuda").innerText()}`);
-    });
-    const ctext = squash(await frame.locator("#cuda").innerText());
-    log(`memory explained: ${ctext}`);
-    if (!/^No CUDA numbers: torch \S+ is built without CUDA: a CPU-only target\. process RSS [\d.]+ MiB \([\d,]+ B\) .* live CPU tensors hold 8\.5 MiB \([\d,]+ B\), [\d.]+% of it$/.test(ctext)) throw new Error(`memory explained: ${ctext}`);
-    await frame.locator("#grads").scrollIntoViewIfNeeded();
-    await shot("3-memory-panel-grads", page.locator("iframe.webview").last());
-    await frame.locator("#title").scrollIntoViewIfNeeded();
-    // The panel's top part (leak, devices, selected tensor strip) for the README.
-    const box = await page.locator("iframe.webview").first().boundingBox();
-    if (box) await page.screenshot({ path: join(artifacts, "3-memory-panel-clip.png"), clip: { x: box.x, y: box.y, width: box.width, height: Math.min(box.height, 560) } });
-    await frame.locator("a.src").first().click();
-    await sleep(500);
-    await runCommand("Debug: Stop");
   });
 
   await step("4 a Python without torch or debugpy: symbolic facts, the status bar says so, the bundled debugpy; a missing Python: one notification; recovery", async () => {
@@ -605,12 +610,19 @@ try {
       const { text, hover } = await hoverUntil("= grid.t()", 6, /stridelens · runtime/);
       for (const re of [/\(4, 3\)/, /\(1, 4\)/, /non-contiguous/, /in rows of 4/, /0 {2}3 {2}6 {2}9/]) if (!re.test(text)) throw new Error(`runtime card lacks ${re}: ${text}`);
       // The card's storage picture (the grid of grid.t()) is at its bottom: scroll the hover there.
-      await hover.locator(".monaco-scrollable-element").first().evaluate((el) => el.dispatchEvent(new WheelEvent("wheel", { deltaY: 2000, bubbles: true }))).catch(() => undefined);
-      await sleep(300);
+      const hb = await hover.boundingBox();
+      if (hb) { // the pointer into the (sticky) hover, then the wheel
+        await page.mouse.move(hb.x + hb.width / 2, hb.y + 20, { steps: 5 });
+        for (let i = 0; i < 12; i++) { // small steps: the hover's scrollbar takes them one by one
+          await page.mouse.wheel(0, 120);
+          await sleep(60);
+        }
+        await sleep(300);
+      }
       await shot("5-attach-runtime-hover-card", hover);
       await page.mouse.move(5, 5);
       await panelPictures();
-      await openFile(rel); // the editor again (the panel had the focus)
+      await runCommand("View: Focus First Editor Group"); // the editor again (the panel had the focus)
       await runCommand("Debug: Disconnect");
       log("disconnected");
       await until("the target to run on after the disconnect", async () => /^RESUMED \(1, 4\) 5$/m.test(t.out), 20_000, 200);
@@ -643,6 +655,45 @@ try {
     await shot("6-notebook-hover-card", hover);
     await shot("6-notebook-hover");
   });
+
+  await step("7 step diff in the memory panel: the growing list is linear, the refilled cache is not", async () => {
+    await runCommand("View: Close All Editor Groups");
+    await openFile("steps_target.py"); // copied into the workspace by run.sh
+    await gotoLine(10);
+    await runCommand("Debug: Toggle Breakpoint");
+    await runCommand("stridelens: Debug current file (debugpy)");
+    await until("steps_target.py to stop", async () => (await page.locator(".codicon-debug-stackframe").count()) > 0, 90_000, 500);
+    await page.mouse.move(5, 5);
+    await runCommand("stridelens: Show tensor memory");
+    const frame = await until("the memory panel of steps_target.py", async () => {
+      for (const f of page.frames()) {
+        try {
+          if ((await f.locator("#run-diff").count()) > 0 && /steps_target\.py:10/.test(await f.locator("#title").innerText())) return f;
+        } catch { /* detached */ }
+      }
+      return false;
+    }, 60_000, 500);
+    await frame.locator("#diff-n").fill("3");
+    await frame.locator("#run-diff").click();
+    const table = frame.locator("#diff table.diff");
+    await table.waitFor({ state: "visible", timeout: 150_000 }).catch(async (e) => {
+      throw new Error(`${e.message}; the section says: ${await frame.locator("#diff").innerText().catch(() => "?")}`);
+    });
+    const head = squash(await frame.locator("#diff .diff-head").innerText());
+    const rows = (await table.locator("tr.diff-row").allInnerTexts()).map(squash);
+    log(`step diff: ${head} | ${rows.join(" | ")}`);
+    if (!/^Step diff over 3 steps \(the breakpoint hit 3 more times\)/.test(head)) throw new Error(`step diff head: ${head}`);
+    const history = rows.find((r) => r.startsWith("history "));
+    const cache = rows.find((r) => r.startsWith("cache "));
+    if (!history || !/^history container 3 \(24\.0 KiB\) .* \+8\.0 KiB linear$/.test(history)) throw new Error(`history's row: ${history}`);
+    if (!cache || /linear$/.test(cache)) throw new Error(`cache's row: ${cache}`);
+    const notes = squash(await frame.locator("#diff").innerText());
+    if (!/history: a leak: 8\.0 KiB more every step/.test(notes)) throw new Error(`step diff notes: ${notes}`);
+    await shot("7-step-diff", page.locator("iframe.webview").last());
+    await runCommand("View: Focus First Editor Group");
+    await runCommand("Debug: Stop");
+    await until("the debug session to end", async () => (await page.locator(".codicon-debug-stackframe").count()) === 0, 20_000, 500);
+  });
 } finally {
   try {
     await page.goto("about:blank");
@@ -652,4 +703,4 @@ try {
 const failed = results.filter((r) => !r.ok);
 log(`${results.length - failed.length}/${results.length} steps passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 for (const r of results) console.log(`  ${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.s.toFixed(1)} s)${r.ok ? "" : ` — ${r.error}`}`);
-process.exit(failed.length || results.length < 6 ? 1 : 0);
+process.exit(failed.length || results.length < 7 ? 1 : 0);

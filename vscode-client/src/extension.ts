@@ -5,7 +5,7 @@ import { ServerManager } from "./client";
 import { registerFallbackDebugger } from "./debug";
 import { checkStridelens, resolveInterpreter, runStridelens, setExtensionRoot } from "./interpreter";
 import { RuntimeController, StoppedFrame } from "./runtime/controller";
-import { readReport, ReportKind } from "./runtime/reports";
+import { readReport, readStepDiff, ReportKind } from "./runtime/reports";
 import type { StaticFacts } from "./runtime/facts";
 import { MemoryPanel } from "./runtime/panel";
 
@@ -43,7 +43,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (r.code !== 0) throw new Error(`analysing the ${kind} report failed: ${r.stderr.trim().split("\n").slice(-2).join(" / ") || `exit ${r.code}`}`);
     return JSON.parse(r.stdout);
   };
-  const report = (frame: StoppedFrame, kind: ReportKind) => readReport(frame, kind, inspectorSource, analyze);
+  const report = (frame: StoppedFrame, kind: Exclude<ReportKind, "diff-steps">) => readReport(frame, kind, inspectorSource, analyze);
+  const stepDiff = (frame: StoppedFrame, n: number, progress: (m: string) => void) => readStepDiff(runtime, frame, n, inspectorSource, analyze, progress);
 
   // What the static analysis expects at binding sites. Asked of the running server
   // (`stridelens/explain`, instant) when the file is open there, else of
@@ -92,7 +93,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     vscode.commands.registerCommand("stridelens.restartServer", () => manager?.restart()),
     vscode.commands.registerCommand("stridelens.showOutput", () => output.show(true)),
-    vscode.commands.registerCommand("stridelens.showTensorMemory", () => MemoryPanel.show(runtime, log, { extensionUri: context.extensionUri, report })),
+    vscode.commands.registerCommand("stridelens.showTensorMemory", () => MemoryPanel.show(runtime, log, { extensionUri: context.extensionUri, report, stepDiff })),
     vscode.commands.registerCommand("stridelens.refreshRuntimeFacts", () => runtime.scheduleRefresh(0)),
     vscode.commands.registerCommand("stridelens.applyAllFixes", async () => {
       const ed = vscode.window.activeTextEditor;

@@ -3,8 +3,9 @@
     python launch.py ARGS...   is   python -m stridelens ARGS...   with bundled/libs on sys.path
     python launch.py --info    prints, as JSON, what this interpreter has (the extension's check)
     python launch.py --analyze KIND   a probe's answer (JSON on stdin) as the report of
-                               `inspect --grads` (KIND grads) or `--cuda-summary` (cuda-summary):
-                               the memory panel's sections, analysed by stridelens' own code
+                               `inspect --grads` (KIND grads), `--cuda-summary` (cuda-summary) or
+                               `--diff-steps` (diff-steps): the memory panel's sections, analysed
+                               by stridelens' own code
 
 The extension carries stridelens and its pure-Python dependencies in bundled/libs (filled by
 scripts/bundle.py when the .vsix is packaged); the interpreter only needs torch, for exact
@@ -22,7 +23,8 @@ import sys
 
 TOO_OLD = 3  # exit code: this Python is older than stridelens supports
 # --analyze KIND: the module whose analyze() builds that report from the probe's answer.
-ANALYZERS = {"grads": "stridelens.inspector.grad_reports", "cuda-summary": "stridelens.inspector.cuda_report"}
+ANALYZERS = {"grads": "stridelens.inspector.grad_reports", "cuda-summary": "stridelens.inspector.cuda_report",
+             "diff-steps": "stridelens.inspector.step_diff"}
 LIBS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libs")
 
 

@@ -28,6 +28,7 @@ interface Tracked {
   client: ProbeClient;
   frame?: StoppedFrame;
   frameReport?: { epoch: number; frameId: number; report: Promise<FrameReport> };
+  waiters: ((stopped: boolean) => void)[]; // continueToSameLine: told of the next stop, or the end
 }
 
 export interface ControllerDeps {
@@ -89,7 +90,10 @@ export class RuntimeController implements vscode.Disposable {
     this.registerHover();
     const state: StopState = { stopped: false, epoch: 0 };
     const client = new ProbeClient(session, state, this.deps.probeSource, (m) => this.deps.log(`[${session.name}] ${m}`));
-    const t: Tracked = { session, state, client };
+    const t: Tracked = { session, state, client, waiters: [] };
+    const wake = (stopped: boolean) => {
+      for (const w of t.waiters.splice(0)) w(stopped);
+    };
     this.sessions.set(session.id, t);
     const resumed = () => {
       if (state.stopped) {
@@ -117,10 +121,12 @@ export class RuntimeController implements vscode.Disposable {
           t.frameReport = undefined;
           this.setContext();
           this.scheduleRefresh(200);
+          wake(true);
         } else if (m.event === "continued") {
           resumed();
         } else if (m.event === "terminated" || m.event === "exited") {
           resumed();
+          wake(false);
         }
       },
       onExit: () => this.forget(session.id),
@@ -133,6 +139,7 @@ export class RuntimeController implements vscode.Disposable {
     if (!t) return;
     t.state.stopped = false;
     t.state.epoch++;
+    for (const w of t.waiters.splice(0)) w(false);
     this.sessions.delete(id);
     if (!this.sessions.size) {
       this.hoverRegistration?.dispose();
@@ -180,6 +187,29 @@ export class RuntimeController implements vscode.Disposable {
     t.frame = { client: t.client, frameId: f.id, path: sourcePath(f.source?.path), line: f.line, name: f.name, epoch };
     this.onStopEmitter.fire(t.frame);
     return t.frame;
+  }
+
+  /**
+   * Continue the session `frame` is stopped in until it stops again at the same file and line
+   * (one step of a step diff; stops elsewhere are continued through). Undefined when the
+   * program ends first; throws after `timeoutMs` without such a stop.
+   */
+  async continueToSameLine(frame: StoppedFrame, timeoutMs: number): Promise<StoppedFrame | undefined> {
+    const t = [...this.sessions.values()].find((x) => x.client === frame.client);
+    if (!t || !t.state.stopped) throw new Error("the debuggee is not stopped");
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const next = new Promise<boolean>((resolve) => t.waiters.push(resolve));
+      await t.session.customRequest("continue", { threadId: t.state.threadId ?? 0 });
+      let timer: NodeJS.Timeout | undefined;
+      const stopped = await Promise.race([next, new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), Math.max(0, end - Date.now()))))]);
+      clearTimeout(timer);
+      if (stopped === "timeout") throw new Error(`no stop at line ${frame.line} within ${Math.round(timeoutMs / 1000)} s`);
+      if (!stopped) return undefined;
+      const f = await this.currentFrame();
+      if (f && f.path === frame.path && f.line === frame.line) return f;
+      if (!f) return undefined;
+    }
   }
 
   isStopped(): boolean {

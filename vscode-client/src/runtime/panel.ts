@@ -10,11 +10,13 @@ import { NotStopped } from "./probeClient";
 import { buildPanelModel, nameToExpression, PanelModel, tensorDetail } from "./panelModel";
 import { GradReport, gradsView } from "./gradsModel";
 import { CudaReport, cudaView } from "./cudaModel";
+import { DiffReport, diffView } from "./diffModel";
 import type { ReportKind } from "./reports";
 
 export interface PanelDeps {
   extensionUri: vscode.Uri; // dist/webview.js lies there
-  report: (frame: StoppedFrame, kind: ReportKind) => Promise<unknown>; // `inspect --grads` / `--cuda-summary` of the stopped frame
+  report: (frame: StoppedFrame, kind: Exclude<ReportKind, "diff-steps">) => Promise<unknown>; // `inspect --grads` / `--cuda-summary` of the stopped frame
+  stepDiff: (frame: StoppedFrame, n: number, progress: (m: string) => void) => Promise<unknown>; // `inspect --diff-steps n` from the stopped frame
 }
 
 
@@ -34,6 +36,9 @@ export class MemoryPanel {
   }
 
   private readonly panel: vscode.WebviewPanel;
+  private setReady: () => void = () => undefined;
+  private wasReady = false;
+  private readonly ready = new Promise<void>((resolve) => (this.setReady = resolve));
 
   private constructor(private readonly ctl: RuntimeController, private readonly log: (m: string) => void, private readonly deps: PanelDeps) {
     const dist = vscode.Uri.joinPath(deps.extensionUri, "dist");
@@ -54,6 +59,8 @@ export class MemoryPanel {
   }
 
   private async load(): Promise<void> {
+    // Messages posted before the page's script listens are lost: wait for its "ready".
+    await this.ready;
     void this.panel.webview.postMessage({ type: "loading" });
     try {
       const frame = await this.ctl.currentFrame();
@@ -76,6 +83,12 @@ export class MemoryPanel {
   }
 
   private async onMessage(m: any): Promise<void> {
+    if (m?.type === "ready") {
+      // Again: the page was loaded anew (its state is gone): read the process again.
+      if (this.wasReady) return this.load();
+      this.wasReady = true;
+      return this.setReady();
+    }
     if (m?.type === "refresh") return this.load();
     if (m?.type === "open" && typeof m.line === "number" && this.frame?.path) {
       const doc = await vscode.workspace.openTextDocument(this.frame.path);
@@ -83,9 +96,24 @@ export class MemoryPanel {
       await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.One, selection: new vscode.Range(pos, pos) });
       return;
     }
+    if (m?.type === "report" && m.kind === "diff-steps" && Number.isInteger(m.n) && m.n >= 1 && m.n <= 1000) {
+      // Runs the program on: the breakpoint's line hit n more times; then the panel is of that stop.
+      try {
+        const frame = await this.ctl.currentFrame();
+        if (!frame) throw new NotStopped();
+        const t0 = Date.now();
+        const r = await this.deps.stepDiff(frame, m.n, (message) => void this.panel.webview.postMessage({ type: "report-progress", kind: "diff-steps", message }));
+        this.log(`step diff over ${m.n} steps (${Date.now() - t0} ms)`);
+        await this.load();
+        void this.panel.webview.postMessage({ type: "report", kind: "diff-steps", view: diffView(r as DiffReport) });
+      } catch (e) {
+        void this.panel.webview.postMessage({ type: "report-error", kind: "diff-steps", message: e instanceof Error ? e.message : String(e) });
+      }
+      return;
+    }
     if (m?.type === "report" && (m.kind === "grads" || m.kind === "cuda-summary")) {
       // On the user's request only: --grads reads gradient and weight values.
-      const kind: ReportKind = m.kind;
+      const kind: Exclude<ReportKind, "diff-steps"> = m.kind;
       try {
         const frame = await this.ctl.currentFrame();
         if (!frame) throw new NotStopped();

@@ -15,6 +15,8 @@ body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size
 h1 { font-size: 1.25em; margin: 10px 0 4px; } h2 { font-size: 1.05em; margin: 16px 0 6px; border-bottom: 1px solid var(--vscode-panel-border); }
 table { border-collapse: collapse; } td, th { padding: 2px 10px 2px 0; text-align: left; vertical-align: top; } th { font-weight: 600; }
 .num { text-align: right; font-variant-numeric: tabular-nums; }
+table.grads td.mono, table.grads th, table.cuda td:nth-child(-n+2), table.diff td:not(:nth-child(4)) { white-space: nowrap; }
+#diff-n { width: 4em; }
 .finding { border-left: 3px solid var(--vscode-editorWarning-foreground); padding: 4px 8px; margin: 6px 0; background: var(--vscode-textBlockQuote-background); }
 .finding .name { font-weight: 700; font-family: var(--vscode-editor-font-family); }
 a { color: var(--vscode-textLink-foreground); cursor: pointer; text-decoration: none; } a:hover { text-decoration: underline; }
@@ -41,7 +43,7 @@ button { background: var(--vscode-button-background); color: var(--vscode-button
 <h1 id="title">Tensor memory</h1>
 <div><button id="refresh">Refresh</button> <span id="status" class="muted">loading…</span></div>
 <div id="content"></div>
-<script nonce="${nonce}" src="${pictureScript}"></script>
+<script nonce="${nonce}" id="picture-script" src="${pictureScript}" defer></script>
 <script nonce="${nonce}">
 const vscode = acquireVsCodeApi();
 const $ = (id) => document.getElementById(id);
@@ -65,6 +67,7 @@ function render(m) {
   h += '<h2>Selected tensor</h2><div id="detail" class="muted">click a tensor below</div>';
   h += '<h2>Gradients</h2><div id="grads"><button id="read-grads">Read gradients</button> <span class="muted">grad norm, grad/weight, NaN/Inf, zeros and missing grads per parameter of the frame&#39;s nn.Modules, as <code>inspect --grads</code> (reads gradient and weight values)</span></div>';
   h += '<h2>Memory explained</h2><div id="cuda"><button id="read-cuda">Explain memory</button> <span class="muted">the CUDA allocator&#39;s allocated, reserved, peak, inactive split, retries and OOMs, each with what it means, and the share the live tensors account for (on a CPU-only target: the process RSS), as <code>inspect --cuda-summary</code></span></div>';
+  h += '<h2>Step diff</h2><div id="diff-controls"><label>steps <input id="diff-n" type="number" min="1" max="1000" value="3"></label> <button id="run-diff">Run on and diff</button> <span class="muted">continues the program until this line has been hit N more times, then the storages new and alive, grouped by what keeps them, with growth per step, as <code>inspect --diff-steps N</code></span></div><div id="diff"></div>';
   h += "<h2>Biggest storages</h2><table><tr><th class=num>bytes</th><th>device</th><th>tensors</th><th></th></tr>";
   for (const t of m.top.slice(0, 10)) h += "<tr><td class=num>" + esc(t.human) + "</td><td>" + esc(t.device) + "</td><td class=mono>" + esc(t.label) + "</td><td class=muted>" + (t.savedByGraph ? "saved by an autograd graph" : "") + "</td></tr>";
   h += "</table>";
@@ -79,6 +82,7 @@ function render(m) {
   for (const a of document.querySelectorAll("a.src")) a.addEventListener("click", () => vscode.postMessage({ type: "open", line: Number(a.dataset.line) }));
   for (const t of document.querySelectorAll(".tensor")) t.addEventListener("click", () => select(t.dataset.name));
   $("read-grads").addEventListener("click", () => { $("grads").textContent = "reading gradients…"; vscode.postMessage({ type: "report", kind: "grads" }); });
+  $("run-diff").addEventListener("click", () => { $("diff").textContent = "running…"; vscode.postMessage({ type: "report", kind: "diff-steps", n: Number($("diff-n").value) || 3 }); });
   $("read-cuda").addEventListener("click", () => { $("cuda").textContent = "reading the allocator…"; vscode.postMessage({ type: "report", kind: "cuda-summary" }); });
   if (selected && m.tensors.includes(selected)) select(selected);
 }
@@ -111,6 +115,18 @@ function renderGrads(v) {
   h += '<div class="muted">' + esc(v.summary) + "</div>";
   $("grads").innerHTML = h;
 }
+function renderDiff(v) {
+  let h = '<div class="diff-head">' + esc(v.head) + '</div><div class="muted">' + esc(v.sub) + "</div>";
+  if (v.empty) h += '<div class="tone-ok">' + esc(v.empty) + "</div>";
+  else {
+    h += '<table class="diff"><tr><th>kept by</th><th>kind</th><th class=num>new</th><th>bytes per stop</th><th class=num>per step</th><th>shape</th></tr>';
+    for (const r of v.rows) h += '<tr class="diff-row"><td class=mono>' + esc(r.keeper) + "</td><td>" + esc(r.kind) + "</td><td class=num>" + esc(r.added) + "</td><td>" + esc(r.curve) + "</td><td class=num>" + esc(r.perStep) + '</td><td class="tone-' + r.tone + '">' + esc(r.shape) + "</td></tr>";
+    h += "</table>";
+  }
+  for (const n of v.notes) h += '<div class="diff-note">• ' + esc(n) + "</div>";
+  if (v.more) h += '<div class="muted">' + esc(v.more) + "</div>";
+  $("diff").innerHTML = h;
+}
 function renderCuda(v) {
   let h = "";
   if (v.status) h += '<div class="tone-warn cuda-status">' + esc(v.status) + "</div>";
@@ -135,6 +151,7 @@ function drawPicture() {
   $("picture-foot").textContent = v.footer;
 }
 new ResizeObserver(() => drawPicture()).observe(document.body);
+$("picture-script").addEventListener("load", () => drawPicture()); // deferred: it may come after a detail
 window.addEventListener("message", (e) => {
   const m = e.data;
   if (m.type === "loading") { $("status").textContent = "reading the process…"; $("banner").style.display = "none"; }
@@ -143,8 +160,12 @@ window.addEventListener("message", (e) => {
   else if (m.type === "running") $("banner").style.display = "block";
   else if (m.type === "detail") renderDetail(m.detail);
   else if (m.type === "detail-error") $("detail").textContent = m.name + ": " + m.message;
-  else if (m.type === "report") (m.kind === "grads" ? renderGrads : renderCuda)(m.view);
-  else if (m.type === "report-error") $(m.kind === "grads" ? "grads" : "cuda").textContent = m.kind + ": " + m.message;
+  else if (m.type === "report") ({ grads: renderGrads, "cuda-summary": renderCuda, "diff-steps": renderDiff })[m.kind](m.view);
+  else if (m.type === "report-error" || m.type === "report-progress") {
+    const box = $({ grads: "grads", "cuda-summary": "cuda", "diff-steps": "diff" }[m.kind]);
+    if (box) box.textContent = (m.type === "report-error" ? m.kind + ": " : "") + m.message;
+  }
 });
+vscode.postMessage({ type: "ready" });
 </script></body></html>`;
 }
