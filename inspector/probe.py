@@ -39,6 +39,9 @@ PIN_MAX_USED = 0.5  # ... nor one whose live views use at least this fraction
 NAMED_LIMIT = 100  # names with the most bytes in a process report's `named` totals
 
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+# Per node type, the saved attributes that can hold a tensor (sizes, strides and scalars
+# dropped after the first node of the type is read): half the getattr calls of a graph walk.
+_TENSOR_ATTRS: dict[type, tuple[str, ...]] = {}
 # What torch raises for facts a tensor kind does not have (sparse strides, nested sizes, a
 # saved tensor already freed by backward, ...).
 _TORCH_ERRORS = (RuntimeError, NotImplementedError, TypeError, ValueError, AttributeError)
@@ -137,18 +140,34 @@ def _saved_attrs(node: Any) -> tuple[str, ...]:
 
 def _saved_tensors(node: Any, tensor_type: type, problems: list[str] | None = None) -> list[Any]:
     out: list[Any] = []
-    for attr in _saved_attrs(node):
+    tp = type(node)
+    attrs = _TENSOR_ATTRS.get(tp)
+    first = attrs is None
+    if attrs is None:
+        attrs = _saved_attrs(node)
+    keep: list[str] = []
+    for attr in attrs:
         try:
             v = getattr(node, attr)
         except _TORCH_ERRORS as e:  # freed by backward, or changed in place since saved
+            keep.append(attr)
             if problems is not None and "inplace operation" in str(e):
                 problems.append(f"{type(node).__name__}.{attr[7:]} was modified in place after "
                                 "being saved: backward through this graph will fail")
             continue
         if issubclass(type(v), tensor_type):
             out.append(v)
+            keep.append(attr)
         elif isinstance(v, (list, tuple)):
-            out.extend(x for x in v if issubclass(type(x), tensor_type))
+            found = [x for x in v if issubclass(type(x), tensor_type)]
+            out.extend(found)
+            if found or not v:
+                keep.append(attr)
+        elif v is None:
+            keep.append(attr)  # an optional tensor, absent in this node only
+        # else sizes, strides, scalars, dtypes: never a tensor for this node type
+    if first:
+        _TENSOR_ATTRS[tp] = tuple(keep)
     if not out and hasattr(node, "saved_tensors"):  # custom autograd.Function
         try:
             out.extend(x for x in node.saved_tensors if issubclass(type(x), tensor_type))
