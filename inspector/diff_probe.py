@@ -12,7 +12,9 @@ names it reuses. Three calls, one per kind of stop:
   and the storages new since the first; the state is dropped.
 
 What is kept between the stops is ints and strings (storage keys, bytes, keeper names), never a
-tensor or a weak reference, so the target's objects live and die as they would without us.
+tensor or a weak reference, so the target's objects live and die as they would without us. A
+run that never reaches its second stop (a timeout while the target runs) leaves that record
+until the next `begin` replaces it; a failed `sample` is followed by `reset`.
 A storage is "new" when its key (address and device) was not live at the first stop, or was
 kept by something else then (an address freed and reused by another keeper); an address freed
 and reused by the same keeper reads as old, which only hides churn, not growth: growth is

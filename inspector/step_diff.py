@@ -17,6 +17,7 @@ with one rule (`shape`):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 from typing import Any
 
@@ -102,7 +103,12 @@ def run_steps(s: Any, args: argparse.Namespace) -> dict[str, Any] | None:
         hits += 1
         s.progress(f"recording step {hits} of {n}")
         if hits < n:
-            _call(s, "sample_json(locals())")
+            try:
+                _call(s, "sample_json(locals())")
+            except InspectError as e:  # the target is stopped: drop the first stop's record
+                with contextlib.suppress(InspectError):
+                    _call(s, "reset_json()")
+                raise InspectError(f"--diff-steps {n}, step {hits}: {e}") from None
     return analyze(_call(s, "end_json(locals())"))
 
 
