@@ -120,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, err: Console) -> int:
     if args.all_ranks:
+        if step_diff.requested(args) or cuda_report.requested(args):
+            raise UsageError("--diff-steps and --cuda-summary read one process; not with --all-ranks "
+                             "(its merged report has each rank's CUDA numbers; --samples follows growth)")
         return rank_cli.run_all_ranks(args, err)
     if args.launch == "":
         raise UsageError("--launch needs SCRIPT (or: --all-ranks --launch -- torchrun ...)")

@@ -79,6 +79,8 @@ def test_diff_steps_needs_a_breakpoint_and_reports_an_early_exit(inspect_cli: An
     assert res.rc == 1 and "the target exited" in res.err and "after 11 steps of 50" in res.err, res.err
     res = inspect_cli("--connect", "127.0.0.1:9", "--diff-steps", "2")
     assert res.rc == 2 and "--diff-steps N needs --break" in res.err
+    res = inspect_cli("--all-ranks", "--pid", "1", "--diff-steps", "2")
+    assert res.rc == 2 and "not with --all-ranks" in " ".join(res.err.split())
 
 
 @pytest.mark.parametrize(("curve", "expected"), [
