@@ -53,6 +53,19 @@ def _choose_language(flag: str | None) -> None:
     i18n.set_language(flag or i18n.from_environment())
 
 
+def _command_name(argv: Sequence[str]) -> str | None:
+    """The first argument that is neither an option nor the value of a leading `--lang`."""
+    value_next = False
+    for arg in argv:
+        if value_next:
+            value_next = False
+        elif arg == "--lang":
+            value_next = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with `argv` naming a command, only that command's module is imported
     (`stridelens check` in CI should not pay for the inspector's imports)."""
@@ -61,8 +74,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="See PyTorch's memory model: strides, views, storages, autograd graphs.",
     )
     parser.add_argument("--version", action="version", version=f"stridelens {__version__}")
+    parser.add_argument("--lang", dest="lang_before_command", metavar="LANG", help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    first = next((a for a in argv or () if not a.startswith("-")), None)
+    first = _command_name(argv or ())
     for name in [first] if first in _COMMANDS else _COMMANDS:
         _register(commands, name)
     return parser
@@ -72,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    _choose_language(getattr(args, "lang", None))
+    _choose_language(getattr(args, "lang", None) or args.lang_before_command)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

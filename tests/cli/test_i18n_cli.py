@@ -72,6 +72,7 @@ def test_rule_docs_explain_and_errors_in_chinese(tree: Path) -> None:
     doc = run("rule", "SL201", "--lang", "zh-CN", cwd=tree)
     assert doc.returncode == 0
     assert doc.stdout.startswith("# SL201 graph-kept-alive\n\n严重级别：警告。")
+    assert run("--lang", "zh-CN", "rule", "SL201", cwd=tree).stdout == doc.stdout  # before the command too
     assert "## 为什么重要\n带 `grad_fn` 的张量会让整个计算图保持存活" in doc.stdout
     listing = run("rule", "--all", cwd=tree, lang="zh_CN.UTF-8").stdout
     assert "SL101  view-noncontiguous" in listing and "运行时会报错" in listing
