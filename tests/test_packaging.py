@@ -39,6 +39,8 @@ def test_wheel_holds_every_module_under_stridelens(tmp_path: Path) -> None:
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "stridelens = stridelens.server.cli:main" in text
+    # The message catalogues ship as .po (compiled in memory when a language is chosen).
+    assert "stridelens/i18n/locale/zh_CN/LC_MESSAGES/stridelens.po" in names
 
 
 # --------------------------------------------------------------------------- installs
