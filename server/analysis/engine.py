@@ -9,7 +9,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from stridelens.server.analysis.collector import fewer_collections
 from stridelens.i18n import tr
 from stridelens.server.analysis.facts import ReplayEvent, TensorFact
 from stridelens.server.analysis.interpreter import Interpreter
@@ -199,12 +198,11 @@ def analyze_source(
         # An editor buffer may hold a lone UTF-16 surrogate; nothing can encode or parse it.
         # U+FFFD is one character and one UTF-16 unit too, so every column stays put.
         source = _LONE_SURROGATE.sub("\ufffd", source)
-    with fewer_collections():
-        parsed = parse_tolerant(source)
-        interpreter = Interpreter(parsed.tree, replay=replay, budget_s=budget_s, source=source)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's own UserWarnings during replay
-            interpreter.run()
+    parsed = parse_tolerant(source)
+    interpreter = Interpreter(parsed.tree, replay=replay, budget_s=budget_s, source=source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own UserWarnings during replay
+        interpreter.run()
     seen: set[tuple[str, int, int]] = set()
     events = []
     for event in interpreter.events:  # loop bodies run twice: report once

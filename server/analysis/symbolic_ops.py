@@ -21,7 +21,7 @@ from stridelens.server.analysis.conditions import (
     divisible,
     shape_conditions,
 )
-from stridelens.server.analysis.facts import TensorFact, with_fields
+from stridelens.server.analysis.facts import TensorFact, new_fact, with_fields
 from stridelens.server.analysis.layouts import Layout, Undecided
 from stridelens.server.analysis.sizes import Size, SymExpr
 from stridelens.server.analysis.symbolic_modules import (
@@ -213,9 +213,9 @@ class SymbolicOps(ModuleOutputs):
                 sized.add(storage)  # computed only from literal sizes: replay would know it
         else:
             storage, is_view, view_of = None, None, None
-        return TensorFact(
-            shape=tuple(layout.shape) if all_ints else None,  # type: ignore[arg-type]
-            strides=tuple(layout.strides) if strides_int and all_ints else None,  # type: ignore[arg-type]
+        return new_fact(
+            shape=tuple(layout.shape) if all_ints else None,
+            strides=tuple(layout.strides) if strides_int and all_ints else None,
             storage_offset=layout.offset if isinstance(layout.offset, int) and all_ints and strides_int else None,
             dtype=like.dtype if dtype is True else (dtype or None),
             device=like.device,

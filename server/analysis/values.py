@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
-from stridelens.server.analysis.facts import TensorFact, join_rendered
+from stridelens.server.analysis.facts import TensorFact, join_rendered, new_fact
 from stridelens.server.analysis.sizes import SymExpr
 
 
@@ -155,7 +155,7 @@ def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
     layout_same = (
         a.shape == b.shape and a.strides == b.strides and a.storage_offset == b.storage_offset
     )
-    return TensorFact(
+    return new_fact(
         shape=same(a.shape, b.shape),
         dtype=same(a.dtype, b.dtype),
         device=same(a.device, b.device),

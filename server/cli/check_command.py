@@ -20,7 +20,13 @@ from typing import Any
 
 from stridelens import __version__, i18n
 from stridelens.i18n import ntr, tr
-from stridelens.server.analysis import DEFAULT_BUDGET_S, SourceError, analyze_source, read_source
+from stridelens.server.analysis import (
+    DEFAULT_BUDGET_S,
+    SourceError,
+    analyze_source,
+    collector,
+    read_source,
+)
 from stridelens.server.analysis.replay import torch_importable
 from stridelens.server.notebook import (
     NOTEBOOK_SUFFIX,
@@ -176,6 +182,7 @@ def _check_chunk(args: tuple[list[str], Settings]) -> list[FileResult]:
 
 
 def check_files(files: list[str], settings: Settings, jobs: int) -> list[FileResult]:
+    collector.collect_less_often()  # forked workers inherit it (see analysis/collector.py)
     if jobs <= 0:
         jobs = os.cpu_count() or 1
     jobs = min(jobs, len(files))

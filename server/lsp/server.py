@@ -213,6 +213,7 @@ def serve_stdio(log_file: str | None = None) -> int:
     lifecycle.configure_logging(log_file)
     server = build_server()
     memtrace.start(server)
+    collector.collect_less_often()
     collector.freeze_imported()
     try:
         server.start_io()
@@ -227,6 +228,7 @@ def serve_tcp(host: str, port: int, log_file: str | None = None) -> int:
     lifecycle.configure_logging(log_file)
     server = build_server()
     memtrace.start(server)
+    collector.collect_less_often()
     collector.freeze_imported()
     try:
         server.start_tcp(host, port)
