@@ -73,3 +73,24 @@ async def test_locale_setting_overrides_the_client_locale() -> None:
 async def test_without_a_locale_the_server_follows_lang() -> None:
     diags, _, _ = await _findings_and_hovers(None, env={"LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": ""})
     assert _has_chinese(diags[0][2])
+
+
+async def test_changing_the_locale_setting_republishes_in_the_new_language() -> None:
+    from lsprotocol import types
+
+    client, session = await start_session(locale="en", configuration={"locale": "auto"})
+    try:
+        session.open(URI, SOURCE)
+        await session.wait_analyzed(URI, exact=True)
+        before = session.diagnostics(URI)
+        assert not _has_chinese(before[0].message)
+        since = len(session.analyzed)
+        client.set_configuration({"locale": "zh-CN"}, section="stridelens")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await session.wait_analyzed(URI, exact=True, since=since)
+        after = session.diagnostics(URI)
+        assert _has_chinese(after[0].message) and after[0].range == before[0].range
+        card = await session.hover(URI, 4, 1)
+        assert card is not None and "**步长**" in card.contents.value
+    finally:
+        await stop_session(client)
