@@ -207,3 +207,20 @@ def test_provenance_notes_translate_their_words_not_their_code() -> None:
         "副本：.to(...) 到 cuda（第 7 行）",
         "非连续：x.permute(0, 2, 1)（第 3 行）",
     ]
+
+
+def test_rule_card_and_rule_doc_in_chinese() -> None:
+    from stridelens.server.lsp.hover import rule_card
+    from stridelens.server.rules import ALL_RULES
+    from stridelens.server.rules.catalogue import render_rule
+
+    english = rule_card("SL213")
+    i18n.set_language("zh-CN")
+    card = rule_card("SL213")
+    assert english is not None and card is not None
+    assert card.startswith("**SL213** `inplace-on-saved` (错误) — 原地写入一个 autograd 为反向传播保存的张量")
+    assert "**规则说明** 在启用梯度时" in card and "# SL213：sigmoid 保存了 h" in card
+    assert card.splitlines()[-1] == english.splitlines()[-1].replace("Documentation", "文档")
+    doc = render_rule(ALL_RULES["SL215"])
+    assert "## 为什么重要\n`scaler.scale(loss).backward()` 得到的梯度乘上了损失缩放因子" in doc
+    assert doc.endswith('在整个项目中屏蔽，则在 pyproject.toml 的 `[tool.stridelens]` 中写 `ignore = ["SL215"]`。')
