@@ -15,7 +15,8 @@ body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size
 h1 { font-size: 1.25em; margin: 10px 0 4px; } h2 { font-size: 1.05em; margin: 16px 0 6px; border-bottom: 1px solid var(--vscode-panel-border); }
 table { border-collapse: collapse; } td, th { padding: 2px 10px 2px 0; text-align: left; vertical-align: top; } th { font-weight: 600; }
 .num { text-align: right; font-variant-numeric: tabular-nums; }
-table.grads td.mono, table.grads th, table.cuda td:nth-child(-n+2), table.diff td:not(:nth-child(4)) { white-space: nowrap; }
+table.grads td.mono, table.cuda td:nth-child(-n+2), table.diff td:not(:nth-child(4)) { white-space: nowrap; }
+.scroll { overflow-x: auto; max-width: 100%; } /* a narrow panel scrolls a wide table instead of cutting it */
 #diff-n { width: 4em; }
 .finding { border-left: 3px solid var(--vscode-editorWarning-foreground); padding: 4px 8px; margin: 6px 0; background: var(--vscode-textBlockQuote-background); }
 .finding .name { font-weight: 700; font-family: var(--vscode-editor-font-family); }
@@ -106,9 +107,9 @@ function renderGrads(v) {
   let h = "";
   if (v.empty) h += '<div class="muted">' + esc(v.empty) + "</div>";
   else {
-    h += '<table class="grads"><tr><th class=num>#</th><th>parameter</th><th>shape</th><th class=num>grad norm</th><th class=num>grad/weight</th><th class=num>NaN</th><th class=num>Inf</th><th class=num>zeros</th><th>grad</th></tr>';
+    h += '<div class="scroll"><table class="grads"><tr><th class=num>#</th><th>parameter</th><th>shape</th><th class=num>grad norm</th><th class=num>grad/weight</th><th class=num>NaN</th><th class=num>Inf</th><th class=num>zeros</th><th>grad</th></tr>';
     for (const r of v.rows) h += '<tr class="grad-row" data-name="' + esc(r.name) + '"><td class=num>' + esc(r.rank) + '</td><td class=mono>' + esc(r.name) + '</td><td class=mono>' + esc(r.shape) + '</td><td class=num>' + esc(r.gradNorm) + '</td><td class=num>' + esc(r.ratio) + '</td><td class=num>' + esc(r.nan) + '</td><td class=num>' + esc(r.inf) + '</td><td class=num>' + esc(r.zeros) + '</td><td class="tone-' + r.tone + '">' + esc(r.state) + "</td></tr>";
-    h += "</table>";
+    h += "</table></div>";
   }
   for (const f of v.findings) h += '<div class="finding grad-finding" data-kind="' + esc(f.kind) + '"><span class="name">' + esc(f.kind) + "</span>: " + esc(f.message) + "</div>";
   if (!v.empty && !v.findings.length) h += '<div class="tone-ok">No collapse, explosion, NaN/Inf or missing gradient found.</div>';
@@ -119,9 +120,9 @@ function renderDiff(v) {
   let h = '<div class="diff-head">' + esc(v.head) + '</div><div class="muted">' + esc(v.sub) + "</div>";
   if (v.empty) h += '<div class="tone-ok">' + esc(v.empty) + "</div>";
   else {
-    h += '<table class="diff"><tr><th>kept by</th><th>kind</th><th class=num>new</th><th>bytes per stop</th><th class=num>per step</th><th>shape</th></tr>';
+    h += '<div class="scroll"><table class="diff"><tr><th>kept by</th><th>kind</th><th class=num>new</th><th>bytes per stop</th><th class=num>per step</th><th>shape</th></tr>';
     for (const r of v.rows) h += '<tr class="diff-row"><td class=mono>' + esc(r.keeper) + "</td><td>" + esc(r.kind) + "</td><td class=num>" + esc(r.added) + "</td><td>" + esc(r.curve) + "</td><td class=num>" + esc(r.perStep) + '</td><td class="tone-' + r.tone + '">' + esc(r.shape) + "</td></tr>";
-    h += "</table>";
+    h += "</table></div>";
   }
   for (const n of v.notes) h += '<div class="diff-note">• ' + esc(n) + "</div>";
   if (v.more) h += '<div class="muted">' + esc(v.more) + "</div>";
@@ -131,9 +132,9 @@ function renderCuda(v) {
   let h = "";
   if (v.status) h += '<div class="tone-warn cuda-status">' + esc(v.status) + "</div>";
   for (const d of v.devices) {
-    h += '<table class="cuda"><tr><th>' + esc(d.device) + '</th><th class=num>value</th><th>what it means</th></tr>';
+    h += '<div class="scroll"><table class="cuda"><tr><th>' + esc(d.device) + '</th><th class=num>value</th><th>what it means</th></tr>';
     for (const r of d.rows) h += "<tr><td>" + esc(r.name) + "</td><td class=num>" + esc(r.value) + "</td><td>" + esc(r.meaning) + "</td></tr>";
-    h += "</table>";
+    h += "</table></div>";
   }
   h += '<div class="cuda-process">' + esc(v.process) + "</div>";
   for (const o of v.others) h += '<div class="muted">' + esc(o) + "</div>";
