@@ -137,7 +137,7 @@ def _bar(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], num
     element = fact.element_size
     used = human_bytes(read * element) if read is not None and element else (_elements(read) if read is not None else None)
     whole = human_bytes(total * element) if element else _elements(total)
-    share = f" ({100 * read / total:.2g}%)" if read is not None else ""
+    share = f" ({_percent(read, total)})" if read is not None else ""
     if used is not None:
         what = tr("reads {used} of {whole}{share}").format(used=used, whole=whole, share=share)
     else:  # the tensor's own size: `numel` elements, wherever they lie in the span
@@ -145,6 +145,16 @@ def _bar(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], num
         what = tr("reads {size} spread over {whole}").format(size=own, whole=whole)
     footer = tr("{what} from element {first}, strides {strides}").format(what=what, first=f"{first:,}", strides=strides)
     return [f"{label}{''.join(marks)}{close}", _fit(footer, width)]
+
+
+def _percent(part: int, whole: int) -> str:
+    """`100%`, `48%` (never rounded up to a whole it is not), `2.5%`, `0.13%`, `<0.01%`."""
+    if part >= whole:
+        return "100%"
+    share = 100 * part / whole
+    if share >= 10:
+        return f"{int(share)}%"
+    return f"{share:.2g}%" if share >= 0.01 else "<0.01%"
 
 
 def _elements(n: int) -> str:

@@ -78,6 +78,22 @@ def test_eight_kib_of_a_big_activation_says_both_sizes() -> None:
 
 
 @pytest.mark.parametrize(
+    ("numel", "storage", "share"),
+    [
+        (32_768, 32_768, "(100%)"),  # a whole storage: was "(1e+02%)"
+        (32_767, 32_768, "(99%)"),  # never rounded up to all of it
+        (4_000, 10_000, "(40%)"),
+        (250, 10_000, "(2.5%)"),
+        (2048, 12_800_000, "(0.016%)"),
+        (1, 100 * GiB, "(<0.01%)"),
+    ],
+)
+def test_the_share_of_the_storage_reads_as_a_percentage(numel: int, storage: int, share: str) -> None:
+    lines = render_storage_picture(fact((numel,), (1,), 0, storage), width=80)
+    assert share in lines[1], lines[1]
+
+
+@pytest.mark.parametrize(
     "make",
     [
         lambda base: base.t(),

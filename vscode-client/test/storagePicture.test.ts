@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { general2, Layout, pictureLines, storagePicture, USED } from "../src/runtime/storagePicture";
+import { general2, Layout, percent, pictureLines, storagePicture, USED } from "../src/runtime/storagePicture";
 import { humanBytes } from "../src/runtime/format";
 
 const GiB = 2 ** 30;
@@ -127,6 +127,16 @@ test("the panel's widths: a grid when its rows fit, else the bar", () => {
   assert.equal(storagePicture(layout([2048], [1], 0, 12_800_000), 400)?.kind, "bar");
   assert.equal(storagePicture(layout([0], [1], 0, 12), 78), null);
   assert.equal(storagePicture(layout([2], [-1], 1, 12), 78), null);
+});
+
+test("the share of the storage as a percentage, as storage_picture.py writes it", () => {
+  const GiB = 2 ** 30;
+  for (const [part, whole, text] of [
+    [32768, 32768, "100%"], [32767, 32768, "99%"], [4000, 10000, "40%"],
+    [250, 10000, "2.5%"], [2048, 12_800_000, "0.016%"], [1, 100 * GiB, "<0.01%"],
+  ] as const) {
+    assert.equal(percent(part, whole), text, `${part} of ${whole}`);
+  }
 });
 
 test("Python's number formats", () => {

@@ -111,6 +111,14 @@ export function general2(x: number): string {
   return x.toFixed(Math.max(0, 1 - e)).replace(/(\.\d*?)0+$/, "$1").replace(/\.$/, "");
 }
 
+/** `100%`, `48%` (never rounded up to a whole it is not), `2.5%`, `0.13%`, `<0.01%`: as storage_picture.py. */
+export function percent(part: number, whole: number): string {
+  if (part >= whole) return "100%";
+  const share = (100 * part) / whole;
+  if (share >= 10) return `${Math.floor(share)}%`;
+  return share >= 0.01 ? `${general2(share)}%` : "<0.01%";
+}
+
 function fit(text: string, width: number): string {
   return text.length <= width ? text : text.slice(0, width - 1) + "…";
 }
@@ -174,7 +182,7 @@ export function barPicture(l: Layout, cells: number): BarPicture | null {
   const element = l.elementSize;
   const used = read !== null ? (element ? humanBytes(read * element) : plural(read, "element")) : null;
   const whole = element ? humanBytes(total * element) : plural(total, "element");
-  const share = read !== null ? ` (${general2((100 * read) / total)}%)` : "";
+  const share = read !== null ? ` (${percent(read, total)})` : "";
   let what: string;
   if (used !== null) what = `reads ${used} of ${whole}${share}`;
   else {
