@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 import functools
+from collections.abc import Callable
 
 from lsprotocol import types
 
 from stridelens.i18n import language, ntr, tr
 from stridelens.server.analysis import Analysis, Explanation, TensorFact
-from stridelens.server.analysis.facts import format_sizes
+from stridelens.server.analysis.facts import Provenance, format_sizes
 from stridelens.server.analysis.replay import torch_importable
 from stridelens.server.analysis.storage_picture import render_storage_picture
 from stridelens.server.lsp.diagnostics import NOQA
@@ -96,7 +97,10 @@ def _symbolic_footer(language: str) -> str:
     return tr("_symbolic facts only: torch is not installed for this interpreter_")
 
 
-def render_card(explanation: Explanation, exact: bool) -> str | None:
+def render_card(
+    explanation: Explanation, exact: bool, note_at: Callable[[Provenance], Provenance] | None = None
+) -> str | None:
+    """The tensor card; `note_at` moves each "why" note's line (a notebook cell's own lines)."""
     fact = explanation.fact
     expr = explanation.expr if len(explanation.expr) <= 60 else explanation.expr[:57] + "..."
     out = [tr("**`{expr}`** — tensor").format(expr=expr)]
@@ -125,7 +129,7 @@ def render_card(explanation: Explanation, exact: bool) -> str | None:
     picture = render_storage_picture(fact, width=HOVER_PICTURE_WIDTH)
     if picture:
         out += ["", "```text", *picture, "```"]
-    notes = fact.notes()
+    notes = [(note_at(p) if note_at is not None else p).render() for p in fact.provenance]
     if notes:
         out += ["", tr("**Why**")]
         out += [f"- {note}" for note in notes]
@@ -199,9 +203,10 @@ def hover(
     line0: int,
     character: int,
     markdown: bool = True,
+    note_at: Callable[[Provenance], Provenance] | None = None,
 ) -> types.Hover | None:
     """The card at a position; plain text for clients that do not render Markdown."""
-    found = _card(analysis, exact, lines, enc, line0, character)
+    found = _card(analysis, exact, lines, enc, line0, character, note_at)
     if found is None:
         return None
     card, rng = found
@@ -216,7 +221,13 @@ def plain_text(card: str) -> str:
 
 
 def _card(
-    analysis: Analysis, exact: bool, lines: list[str], enc: Encoding, line0: int, character: int
+    analysis: Analysis,
+    exact: bool,
+    lines: list[str],
+    enc: Encoding,
+    line0: int,
+    character: int,
+    note_at: Callable[[Provenance], Provenance] | None = None,
 ) -> tuple[str, types.Range | None] | None:
     text = lines[line0] if 0 <= line0 < len(lines) else ""
     col = enc.to_char(text, character)
@@ -243,7 +254,7 @@ def _card(
     explanation = analysis.explain_at(line0 + 1, col)
     if explanation is None:
         return None
-    tensor_card = render_card(explanation, exact)
+    tensor_card = render_card(explanation, exact, note_at)
     if tensor_card is None:
         return None
     return tensor_card, _node_range(analysis, explanation.node, lines, enc)

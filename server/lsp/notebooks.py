@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import attrs
 from lsprotocol import types
 
+from stridelens.i18n import tr
+from stridelens.server.analysis.facts import Provenance
 from stridelens.server.notebook import python_lines
 
 SYNC_OPTIONS = types.NotebookDocumentSyncOptions(
@@ -26,6 +28,7 @@ class CellSpan:
     uri: str
     first: int  # 0-based line of the program where the cell starts
     count: int  # lines of the cell
+    number: int = 0  # 1-based over all the notebook's cells, markdown too (as `check` numbers them)
 
 
 class Notebooks:
@@ -42,7 +45,7 @@ class Notebooks:
             self._notebook_of.pop(span.uri, None)
         spans: list[CellSpan] = []
         lines: list[str] = []
-        for cell in notebook.cells:
+        for number, cell in enumerate(notebook.cells, 1):
             if cell.kind != types.NotebookCellKind.Code:
                 continue
             found = cell_text(cell.document)
@@ -50,7 +53,7 @@ class Notebooks:
                 continue
             cell_lines = found[1].split("\n")
             python, _ = python_lines(cell_lines)
-            spans.append(CellSpan(cell.document, len(lines), len(cell_lines)))
+            spans.append(CellSpan(cell.document, len(lines), len(cell_lines), number))
             lines.extend(python)
             self._notebook_of[cell.document] = notebook.uri
         self.spans[notebook.uri] = spans
@@ -72,6 +75,20 @@ class Notebooks:
 
     def is_notebook(self, uri: str) -> bool:
         return uri in self.spans
+
+
+def notes_into_cell(spans: list[CellSpan], here: CellSpan) -> Callable[[Provenance], Provenance]:
+    """A hover's "why" notes point at program lines: at the line inside their cell, and,
+    for another cell than the hovered one, with that cell's number."""
+
+    def move(note: Provenance) -> Provenance:
+        span = next((s for s in spans if s.first < note.line <= s.first + s.count), None)
+        if span is None:
+            return note
+        because = note.because if span == here else note.because + tr(" (cell {number})").format(number=span.number)
+        return Provenance(note.what, because, note.line - span.first)
+
+    return move
 
 
 def in_cell(span: CellSpan, line0: int) -> bool:

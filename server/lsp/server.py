@@ -100,8 +100,16 @@ def build_server() -> StridelensServer:
             return None
         lines, snap = found
         pos = params.position
+        note_at = notebooks.notes_into_cell(ls.notebooks.spans.get(uri, []), cell) if cell is not None else None
         answer = hover.hover(
-            snap.analysis, snap.exact, lines, ls.encoding, pos.line + offset, pos.character, markdown=ls.hover_markdown()
+            snap.analysis,
+            snap.exact,
+            lines,
+            ls.encoding,
+            pos.line + offset,
+            pos.character,
+            markdown=ls.hover_markdown(),
+            note_at=note_at,
         )
         if answer is not None and answer.range is not None and offset:
             answer.range = notebooks.shift_range(answer.range, -offset)

@@ -21,25 +21,25 @@ CELLS = [
 ]
 
 
-def cell_uri(index: int) -> str:
-    return f"vscode-notebook-cell:/tmp/stridelens-nb/model.ipynb#W{index}sZmlsZQ%3D%3D"
+def cell_uri(index: int, name: str = "model") -> str:
+    return f"vscode-notebook-cell:/tmp/stridelens-nb/{name}.ipynb#W{index}sZmlsZQ%3D%3D"
 
 
-def open_notebook(lsp: Session) -> None:
+def open_notebook(lsp: Session, cells: list[tuple[types.NotebookCellKind, str]] = CELLS, name: str = "model") -> None:
     lsp.client.notebook_document_did_open(
         types.DidOpenNotebookDocumentParams(
             notebook_document=types.NotebookDocument(
-                uri=NOTEBOOK,
+                uri=f"file:///tmp/stridelens-nb/{name}.ipynb",
                 notebook_type="jupyter-notebook",
                 version=1,
-                cells=[types.NotebookCell(kind=kind, document=cell_uri(i)) for i, (kind, _) in enumerate(CELLS)],
+                cells=[types.NotebookCell(kind=kind, document=cell_uri(i, name)) for i, (kind, _) in enumerate(cells)],
             ),
             cell_text_documents=[
                 types.TextDocumentItem(
-                    uri=cell_uri(i), language_id="python" if kind == types.NotebookCellKind.Code else "markdown",
+                    uri=cell_uri(i, name), language_id="python" if kind == types.NotebookCellKind.Code else "markdown",
                     version=1, text=text,
                 )
-                for i, (kind, text) in enumerate(CELLS)
+                for i, (kind, text) in enumerate(cells)
             ],
         )
     )
@@ -66,6 +66,9 @@ async def test_a_view_in_a_later_cell_is_judged_with_names_from_earlier_cells(ls
     assert card is not None and "`(3, 2, 4)`" in card.contents.value and "**strides** `(4, 12, 1)`" in card.contents.value
     assert card.range is None or card.range.start.line == 1
 
+    # "Why" notes point at lines of the cells: this cell's own line, another cell by number.
+    assert "transpose(0, 1) at line 2" in card.contents.value, card.contents.value
+
     hints = await lsp.inlay_hints(cell_uri(2))
     assert hints and all(h.position.line < 2 for h in hints)
 
@@ -87,6 +90,22 @@ async def test_a_view_in_a_later_cell_is_judged_with_names_from_earlier_cells(ls
     text = CELLS[3][1]
     fixed = text[: edit.range.start.character] + edit.new_text + text[edit.range.end.character :]
     assert fixed == "y = xt.reshape(-1)"
+
+
+async def test_a_hovers_why_notes_name_lines_of_cells_not_of_the_program(lsp: Session) -> None:
+    cells = [
+        (types.NotebookCellKind.Code, "import torch\na = torch.randn(4, 6)\nt = a.t()"),
+        (types.NotebookCellKind.Markup, "Rows of the transpose"),
+        (types.NotebookCellKind.Code, "u = t[1:]"),
+    ]
+    open_notebook(lsp, cells, "notes")
+    await lsp.wait_analyzed("file:///tmp/stridelens-nb/notes.ipynb", exact=True)
+    card = await lsp.hover(cell_uri(2, "notes"), 0, 0)
+    assert card is not None, "no hover on u"
+    text = card.contents.value
+    # u's own note is in its cell (line 1); the transpose it inherits is line 3 of cell 1.
+    assert "[1:] at line 1" in text and "t() (cell 1) at line 3" in text, text
+    assert "at line 4" not in text and "at line 5" not in text  # program lines
 
 
 async def test_editing_a_cell_re_analyses_the_notebook(lsp: Session) -> None:
