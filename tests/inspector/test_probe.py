@@ -63,6 +63,35 @@ def test_describe_graph_saved_bytes() -> None:
     assert d["requires_grad"] and not d["is_leaf"] and d["grad"] is None
 
 
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def test_describe_graph_counts_custom_function_saves_after_cpp_nodes() -> None:
+    # C++ nodes are remembered as having no `saved_tensors`; a custom Function's node still has.
+    x = torch.randn(3, requires_grad=True)
+    probe.describe((x * 2).sum())
+    y = _Square.apply(x)
+    d = probe.describe(y.sum())
+    assert d["graph"]["saved_tensors"] == 1 and d["graph"]["saved_bytes"] == storage_bytes(x)
+    assert [n["name"] for n in d["grad_fn_chain"]] == ["SumBackward0", "_SquareBackward", "AccumulateGrad"]
+
+
+def test_describe_same_card_when_asked_again() -> None:
+    # Per-type and per-device caches fill on the first call: the second card is the same text.
+    base = torch.randn(4, 5)
+    for t in (base, base.t()[1:], torch.empty(2, 3, device="meta"), (base.requires_grad_() * 3).sum()):
+        assert probe.describe_json(t) == probe.describe_json(t)
+
+
 def test_describe_grad_of_leaf() -> None:
     w = torch.randn(5, requires_grad=True)
     (w * 2).sum().backward()
