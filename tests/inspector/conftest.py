@@ -45,27 +45,32 @@ def marker_line(path: Path, marker: str = "# inspect here") -> int:
     raise AssertionError(f"{marker!r} not in {path}")
 
 
+def run_inspect(args: tuple[str, ...], env: dict[str, str], timeout: float) -> Result:
+    """`stridelens inspect ARGS` as a subprocess that never hangs the suite."""
+    cmd = [sys.executable, "-c", "from stridelens.server.cli import main; raise SystemExit(main())",
+           "inspect", *args]
+    # Own session: if the CLI hangs, the whole group (CLI, debuggee, adapter) is killed.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=REPO, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"inspect {args} hung; stderr: {err[-2000:]}") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever the CLI left behind in its group
+    return Result(proc.returncode, out, err)
+
+
 @pytest.fixture
 def inspect_cli(tmp_path: Path) -> Any:
     """Run `stridelens inspect ...` as a subprocess; never hangs the suite."""
 
     def run(*args: str, timeout: float = 120) -> Result:
         env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "200"}
-        cmd = [sys.executable, "-c", "from stridelens.server.cli import main; raise SystemExit(main())",
-               "inspect", *args]
-        # Own session: if the CLI hangs, the whole group (CLI, debuggee, adapter) is killed.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=env, cwd=REPO, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            raise AssertionError(f"inspect {args} hung; stderr: {err[-2000:]}") from None
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # whatever the CLI left behind in its group
-        return Result(proc.returncode, out, err)
+        return run_inspect(args, env, timeout)
 
     return run
 

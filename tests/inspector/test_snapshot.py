@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.inspector.conftest import REPO, Result
+from tests.inspector.conftest import Result, run_inspect
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None,
                                 reason="gdb is not installed: --snapshot on Python < 3.14 needs it")
@@ -73,20 +73,7 @@ def cli(tmp_path: Path) -> Any:
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
         (tmp_path / "tmp").mkdir(exist_ok=True)
         full = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "COLUMNS": "200", **(env or {})}
-        cmd = [sys.executable, "-c", "from stridelens.server.cli import main; raise SystemExit(main())",
-               "inspect", *args]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full,
-                                cwd=REPO, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            raise AssertionError(f"inspect {args} hung; stderr: {err[-2000:]}") from None
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        return Result(proc.returncode, out, err)
+        return run_inspect(args, full, timeout)
 
     return run
 
