@@ -1,0 +1,1 @@
+"""Message catalogues (data only): a regular package so installs ship it as one."""
