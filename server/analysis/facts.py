@@ -9,6 +9,7 @@ sizes are unknown.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -198,16 +199,14 @@ class TensorFact:
     def with_note(self, what: str, because: str, line: int) -> TensorFact:
         return with_fields(self, provenance=(*self.provenance, Provenance(what, because, line)))
 
-    def notes(self) -> list[str]:
-        return [p.render() for p in self.provenance]
+    def notes(self, moved: Callable[[Provenance], Provenance] | None = None) -> list[str]:
+        """The "why" notes as text; `moved` relocates each first (a notebook cell's lines)."""
+        return [(moved(p) if moved is not None else p).render() for p in self.provenance]
 
     @property
     def layout_text(self) -> RenderedLayout | None:
         """`rendered`, written out on first use."""
-        value = self.rendered
-        if value is not None and not isinstance(value, RenderedLayout):
-            value = value.resolve()
-        return value  # type: ignore[no-any-return]
+        return _written(self.rendered)
 
     @property
     def display_shape(self) -> tuple[int | str, ...] | None:

@@ -129,7 +129,7 @@ def render_card(
     picture = render_storage_picture(fact, width=HOVER_PICTURE_WIDTH)
     if picture:
         out += ["", "```text", *picture, "```"]
-    notes = [(note_at(p) if note_at is not None else p).render() for p in fact.provenance]
+    notes = fact.notes(note_at)
     if notes:
         out += ["", tr("**Why**")]
         out += [f"- {note}" for note in notes]

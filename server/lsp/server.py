@@ -217,12 +217,18 @@ def build_server() -> StridelensServer:
     return server
 
 
-def serve_stdio(log_file: str | None = None) -> int:
+def _ready_server(log_file: str | None) -> StridelensServer:
+    """The server, with logging, memory tracing and the collector set up for a long run."""
     lifecycle.configure_logging(log_file)
     server = build_server()
     memtrace.start(server)
     collector.collect_less_often()
     collector.freeze_imported()
+    return server
+
+
+def serve_stdio(log_file: str | None = None) -> int:
+    server = _ready_server(log_file)
     try:
         server.start_io()
     except StreamLost as err:
@@ -233,11 +239,7 @@ def serve_stdio(log_file: str | None = None) -> int:
 
 
 def serve_tcp(host: str, port: int, log_file: str | None = None) -> int:
-    lifecycle.configure_logging(log_file)
-    server = build_server()
-    memtrace.start(server)
-    collector.collect_less_often()
-    collector.freeze_imported()
+    server = _ready_server(log_file)
     try:
         server.start_tcp(host, port)
     except StreamLost as err:
