@@ -3,13 +3,15 @@
 // status bar item, and settings passed through as the server's keys.
 import * as os from "os";
 import * as vscode from "vscode";
+import * as l10n from "@vscode/l10n";
 import { LanguageClient, LanguageClientOptions, ServerOptions, State, TransportKind } from "vscode-languageclient/node";
 import { checkStridelens, Interpreter, InterpreterProblem, launcher, resolveInterpreter, StridelensInfo, stridelensEnv } from "./interpreter";
 import { ClientLifecycle } from "./lifecycle";
 import { describeStatus, Phase } from "./status";
 
 /** The `stridelens` settings the server reads (server/lsp/configuration.py). */
-export const SERVER_KEYS = ["select", "ignore", "severity", "inlayHints", "replay", "debounceMs"] as const;
+/** (`locale`: "auto" lets the server follow initialize's `locale`, VS Code's display language.) */
+export const SERVER_KEYS = ["select", "ignore", "severity", "inlayHints", "replay", "debounceMs", "locale"] as const;
 
 export function serverSettings(resource?: vscode.Uri): Record<string, unknown> {
   const cfg = vscode.workspace.getConfiguration("stridelens", resource);
@@ -68,6 +70,11 @@ export class ServerManager implements vscode.Disposable {
   /** The client while one is starting or running; undefined while no server can run. */
   get client(): LanguageClient | undefined {
     return this.life.client;
+  }
+
+  /** The status bar item again (its language changed). */
+  refresh(): void {
+    this.render();
   }
 
   private render(): void {
@@ -184,16 +191,18 @@ export class ServerManager implements vscode.Disposable {
       // the server needs). Not awaited: the notification stays open until the user acts on it
       // (VS Code has no way to close it for us), and a restart must not wait for it.
       const pyExt = vscode.extensions.getExtension("ms-python.python") !== undefined;
-      const actions = [pyExt ? "Select interpreter" : "Set stridelens.interpreter", "Show output"];
-      void vscode.window.showErrorMessage(first, ...actions).then(async (choice) => {
-        if (choice === "Select interpreter") await vscode.commands.executeCommand("python.setInterpreter");
-        else if (choice === "Set stridelens.interpreter") await vscode.commands.executeCommand("workbench.action.openSettings", "stridelens.interpreter");
-        else if (choice === "Show output") this.output.show();
+      const select = l10n.t("Select interpreter");
+      const set = l10n.t("Set stridelens.interpreter");
+      const show = l10n.t("Show output");
+      void vscode.window.showErrorMessage(first, pyExt ? select : set, show).then(async (choice) => {
+        if (choice === select) await vscode.commands.executeCommand("python.setInterpreter");
+        else if (choice === set) await vscode.commands.executeCommand("workbench.action.openSettings", "stridelens.interpreter");
+        else if (choice === show) this.output.show();
       });
       return;
     }
     this.output.appendLine(`The language server failed to start: ${e.message}`);
-    void vscode.window.showErrorMessage(`stridelens: the language server failed to start (${first}). See the output channel.`, "Show output").then((c) => c && this.output.show());
+    void vscode.window.showErrorMessage(l10n.t("stridelens: the language server failed to start ({0}). See the output channel.", first), l10n.t("Show output")).then((c) => c && this.output.show());
   }
 
   dispose(): void {

@@ -6,6 +6,7 @@
 // Attaching to host:port (loopback unless `allowRemote`) talks to the adapter that
 // debugpy.listen() started in the target, as the Python extension does.
 import * as vscode from "vscode";
+import * as l10n from "@vscode/l10n";
 import { join } from "node:path";
 import { bundledDebugpy, resolveInterpreter, run, TOO_OLD_EXIT } from "./interpreter";
 import { connectEndpoint } from "./runtime/address";
@@ -23,7 +24,7 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
       if (!config.type && !config.request && !config.name) {
         const ed = vscode.window.activeTextEditor;
         if (!ed || ed.document.languageId !== "python") {
-          void vscode.window.showErrorMessage("stridelens: open a Python file to debug it.");
+          void vscode.window.showErrorMessage(l10n.t("stridelens: open a Python file to debug it."));
           return undefined;
         }
         Object.assign(config, { type: "stridelens", request: "launch", name: "stridelens: current file", program: ed.document.uri.fsPath });
@@ -43,7 +44,7 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
         // "connect" (host and port, loopback unless allowRemote) is checked once variables are
         // substituted, in resolveDebugConfigurationWithSubstitutedVariables.
         if (!config.connect && config.processId === undefined) {
-          void vscode.window.showErrorMessage('stridelens: an attach configuration needs "connect": {"host", "port"} or "processId".');
+          void vscode.window.showErrorMessage(l10n.t('stridelens: an attach configuration needs "connect": {"host", "port"} or "processId".'));
           return undefined;
         }
       }
@@ -53,7 +54,7 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
       if (config.request === "attach" && config.connect !== undefined) {
         const ep = connectEndpoint(config.connect, config.allowRemote === true);
         if ("error" in ep) {
-          void vscode.window.showErrorMessage(`stridelens: ${ep.error}.`);
+          void vscode.window.showErrorMessage(`stridelens: ${ep.error}.`); // (address.ts words it)
           return undefined;
         }
         config.connect = ep;
@@ -83,10 +84,10 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
         log(`fallback debugger: ${python} -m debugpy.adapter (the interpreter's debugpy ${check.stdout.trim().split("\n").pop()})`);
         return new vscode.DebugAdapterExecutable(python, ["-m", "debugpy.adapter"], { env });
       }
-      if (/ENOENT|EACCES/.test(check.stderr)) throw new Error(`stridelens: no Python interpreter at ${python}. Select a Python 3.10 or newer.`);
-      if (check.code === TOO_OLD_EXIT) throw new Error(`stridelens: ${python} is too old for debugpy (Python 3.8 or newer).`);
+      if (/ENOENT|EACCES/.test(check.stderr)) throw new Error(l10n.t("stridelens: no Python interpreter at {0}. Select a Python 3.10 or newer.", python));
+      if (check.code === TOO_OLD_EXIT) throw new Error(l10n.t("stridelens: {0} is too old for debugpy (Python 3.8 or newer).", python));
       const bundled = bundledDebugpy();
-      if (!bundled) throw new Error(`debugpy is not installed in ${python}, and this build of the extension carries no bundled debugpy. Install it with: ${python} -m pip install debugpy`);
+      if (!bundled) throw new Error(l10n.t("debugpy is not installed in {0}, and this build of the extension carries no bundled debugpy. Install it with: {0} -m pip install debugpy", python));
       log(`fallback debugger: ${python} ${join(bundled, "adapter")} (debugpy bundled with the extension; ${python} has none)`);
       return new vscode.DebugAdapterExecutable(python, [join(bundled, "adapter")], { env });
     },
@@ -98,7 +99,7 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
     vscode.commands.registerCommand("stridelens.debugCurrentFile", async () => {
       const ed = vscode.window.activeTextEditor;
       if (!ed || ed.document.languageId !== "python") {
-        return void vscode.window.showErrorMessage("stridelens: open a Python file to debug it.");
+        return void vscode.window.showErrorMessage(l10n.t("stridelens: open a Python file to debug it."));
       }
       if (ed.document.isDirty) await ed.document.save();
       const folder = vscode.workspace.getWorkspaceFolder(ed.document.uri);
@@ -109,10 +110,10 @@ export function registerFallbackDebugger(log: (m: string) => void): vscode.Dispo
     }),
     vscode.commands.registerCommand("stridelens.attach", async () => {
       const target = await vscode.window.showInputBox({
-        title: "stridelens: attach",
-        prompt: "A PID (debugpy is injected with gdb) or HOST:PORT of a process running debugpy.listen()",
+        title: l10n.t("stridelens: attach"),
+        prompt: l10n.t("A PID (debugpy is injected with gdb) or HOST:PORT of a process running debugpy.listen()"),
         placeHolder: "12345 or 127.0.0.1:5678",
-        validateInput: (v) => (/^\d+$/.test(v.trim()) || /^[\w.\-[\]:]+:\d+$/.test(v.trim()) ? undefined : "a PID or HOST:PORT"),
+        validateInput: (v) => (/^\d+$/.test(v.trim()) || /^[\w.\-[\]:]+:\d+$/.test(v.trim()) ? undefined : l10n.t("a PID or HOST:PORT")),
       });
       if (!target) return;
       const t = target.trim();

@@ -1,4 +1,5 @@
 import * as vscode from "vscode";
+import * as l10n from "@vscode/l10n";
 import * as fs from "node:fs";
 import * as nodePath from "node:path";
 import { ServerManager } from "./client";
@@ -8,13 +9,37 @@ import { RuntimeController, StoppedFrame } from "./runtime/controller";
 import { readReport, readStepDiff, ReportKind } from "./runtime/reports";
 import type { StaticFacts } from "./runtime/facts";
 import { MemoryPanel } from "./runtime/panel";
+import { Bundle, chooseLanguage, loadBundle, useBundle } from "./locale";
 
 let manager: ServerManager | undefined;
 
+/**
+ * The language of the extension's messages: `stridelens.locale`, or with "auto" VS Code's display
+ * language, whose bundle VS Code has loaded (package.json "l10n"). Returns what went wrong, if anything.
+ */
+function applyLanguage(extensionPath: string): string | undefined {
+  const setting = vscode.workspace.getConfiguration("stridelens").get<string>("locale", "auto");
+  const lang = chooseLanguage(setting, vscode.env.language);
+  let b: Bundle = {};
+  let problem: string | undefined;
+  if (lang === vscode.env.language && vscode.l10n.bundle) b = vscode.l10n.bundle;
+  else {
+    try {
+      b = loadBundle(extensionPath, lang);
+    } catch (e) {
+      problem = `no messages for ${lang}: ${e instanceof Error ? e.message : String(e)}`;
+    }
+  }
+  useBundle(lang, b);
+  return problem;
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   setExtensionRoot(context.extensionPath);
+  const languageProblem = applyLanguage(context.extensionPath);
   const output = vscode.window.createOutputChannel("stridelens");
   const log = (m: string) => output.appendLine(`[${new Date().toISOString().slice(11, 23)}] ${m}`);
+  if (languageProblem) log(languageProblem);
   manager = new ServerManager(output);
   context.subscriptions.push(output, manager);
 
@@ -40,7 +65,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const analyze = async (kind: ReportKind, raw: unknown): Promise<unknown> => {
     const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
     const r = await runStridelens(python, ["--analyze", kind], 60_000, undefined, JSON.stringify(raw));
-    if (r.code !== 0) throw new Error(`analysing the ${kind} report failed: ${r.stderr.trim().split("\n").slice(-2).join(" / ") || `exit ${r.code}`}`);
+    if (r.code !== 0) throw new Error(l10n.t("analysing the {0} report failed: {1}", kind, r.stderr.trim().split("\n").slice(-2).join(" / ") || `exit ${r.code}`));
     return JSON.parse(r.stdout);
   };
   const report = (frame: StoppedFrame, kind: Exclude<ReportKind, "diff-steps">) => readReport(frame, kind, inspectorSource, analyze);
@@ -100,12 +125,20 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       const client = manager?.client;
       if (!ed) return;
       if (!client) {
-        void vscode.window.showWarningMessage("stridelens: the language server is not running (see the status bar); no fixes applied.");
+        void vscode.window.showWarningMessage(l10n.t("stridelens: the language server is not running (see the status bar); no fixes applied."));
         return;
       }
       await client.sendRequest("workspace/executeCommand", { command: "stridelens.fixAll", arguments: [ed.document.uri.toString()] });
     }),
     vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration("stridelens.locale")) {
+        // The server hears of it itself (workspace/didChangeConfiguration, then its `locale` key).
+        const problem = applyLanguage(context.extensionPath);
+        if (problem) log(problem);
+        manager?.refresh();
+        MemoryPanel.relocalize();
+        runtime.scheduleRefresh(0);
+      }
       if (["interpreter", "useInterpreterFromPythonExtension", "importStrategy"].some((k) => e.affectsConfiguration(`stridelens.${k}`))) {
         void manager?.restart();
       }

@@ -1,6 +1,7 @@
 // Which Python runs the server, the probe source and the fallback debugger: the Python
 // extension's selected interpreter when installed, else `stridelens.interpreter`, else python3.
 import * as vscode from "vscode";
+import * as l10n from "@vscode/l10n";
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -116,10 +117,12 @@ export async function checkStridelens(python: string, resource?: vscode.Uri): Pr
   const line = r.stdout.trim().split(/\n/).pop() ?? "";
   if (r.code === 0) return JSON.parse(line) as StridelensInfo;
   if (r.code === TOO_OLD_EXIT && /needs Python 3\.10/.test(r.stderr)) {
-    throw new InterpreterProblem(`stridelens: ${r.stderr.trim().split("\n").pop()!.replace(/^stridelens /, "")}. Select a Python 3.10 or newer.`, "too-old", python);
+    const m = /(\S+) is Python (\S+)\s*$/.exec(r.stderr.trim().split("\n").pop()!);
+    const said = m ? l10n.t("needs Python 3.10 or newer; {0} is Python {1}", m[1], m[2]) : r.stderr.trim().split("\n").pop()!.replace(/^stridelens /, "");
+    throw new InterpreterProblem(l10n.t("stridelens: {0}. Select a Python 3.10 or newer.", said), "too-old", python);
   }
   if (/ENOENT|not found|No such file|EACCES/i.test(r.stderr) && !line.startsWith("{")) {
-    throw new InterpreterProblem(`stridelens: no Python interpreter at ${python}. Select a Python 3.10 or newer (torch in it gives exact facts).`, "not-found", python);
+    throw new InterpreterProblem(l10n.t("stridelens: no Python interpreter at {0}. Select a Python 3.10 or newer (torch in it gives exact facts).", python), "not-found", python);
   }
   let why = r.stderr.trim().split("\n").slice(-3).join("\n");
   try {
@@ -128,8 +131,8 @@ export async function checkStridelens(python: string, resource?: vscode.Uri): Pr
     /* not the launcher's JSON */
   }
   throw new InterpreterProblem(
-    `stridelens could not be started with ${python}` + (why ? `: ${why}` : "") +
-      (existsSync(join(extensionRoot, "bundled", "libs", "stridelens")) ? "" : " (this build of the extension carries no bundled stridelens: build it with `npm run package`)"),
+    (why ? l10n.t("stridelens could not be started with {0}: {1}", python, why) : l10n.t("stridelens could not be started with {0}", python)) +
+      (existsSync(join(extensionRoot, "bundled", "libs", "stridelens")) ? "" : l10n.t(" (this build of the extension carries no bundled stridelens: build it with `npm run package`)")),
     "not-importable",
     python,
   );

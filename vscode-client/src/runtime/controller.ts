@@ -3,9 +3,10 @@
 // uses. Tracks stop/resume from the adapter's own messages; nothing is evaluated while the
 // debuggee runs.
 import * as vscode from "vscode";
+import * as l10n from "@vscode/l10n";
 import * as fs from "node:fs";
 import type { Describe, FrameReport, Member, StaticFacts } from "./facts";
-import { containerText, hoverMarkdown, inlineText, joinInline } from "./format";
+import { containerText, factName, hoverMarkdown, inlineText, joinInline } from "./format";
 import { NotStopped, ProbeClient, StopState } from "./probeClient";
 import { expressionAt } from "./safety";
 import { placeBindings } from "./scope";
@@ -196,7 +197,7 @@ export class RuntimeController implements vscode.Disposable {
    */
   async continueToSameLine(frame: StoppedFrame, timeoutMs: number): Promise<StoppedFrame | undefined> {
     const t = [...this.sessions.values()].find((x) => x.client === frame.client);
-    if (!t || !t.state.stopped) throw new Error("the debuggee is not stopped");
+    if (!t || !t.state.stopped) throw new Error(l10n.t("the debuggee is not stopped"));
     const end = Date.now() + timeoutMs;
     for (;;) {
       const next = new Promise<boolean>((resolve) => t.waiters.push(resolve));
@@ -204,7 +205,7 @@ export class RuntimeController implements vscode.Disposable {
       let timer: NodeJS.Timeout | undefined;
       const stopped = await Promise.race([next, new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), Math.max(0, end - Date.now()))))]);
       clearTimeout(timer);
-      if (stopped === "timeout") throw new Error(`no stop at line ${frame.line} within ${Math.round(timeoutMs / 1000)} s`);
+      if (stopped === "timeout") throw new Error(l10n.t("no stop at line {0} within {1} s", frame.line, Math.round(timeoutMs / 1000)));
       if (!stopped) return undefined;
       const f = await this.currentFrame();
       if (f && f.path === frame.path && f.line === frame.line) return f;
@@ -291,7 +292,7 @@ export class RuntimeController implements vscode.Disposable {
             const st = b.line <= frame.line - 1 ? statics?.get(`${b.line}:${b.character}`) : undefined;
             const { text, mismatches } = inlineText(b.name, hit.m, hit.device, st);
             entry.texts.push(text);
-            for (const mm of mismatches) entry.mismatch.push(`${b.name}: ${mm.fact} is ${mm.runtime} at run time; the static analysis expected ${mm.expected}`);
+            for (const mm of mismatches) entry.mismatch.push(l10n.t("{0}: {1} is {2} at run time; the static analysis expected {3}", b.name, factName(mm.fact), mm.runtime, mm.expected));
           } else {
             entry.texts.push(containerText(b.name, containers.get(b.name)!));
           }

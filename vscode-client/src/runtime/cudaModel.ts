@@ -1,6 +1,7 @@
 // The memory panel's "Memory explained" section: the report of `stridelens inspect
 // --cuda-summary` (inspector/cuda_report.analyze over inspector/allocator_probe.summary) as
 // the rows and lines the webview renders, worded as the CLI prints them. Pure, unit-tested.
+import * as l10n from "@vscode/l10n";
 import { humanBytes } from "./format";
 import { general2, grouped } from "./storagePicture";
 
@@ -33,8 +34,8 @@ function pct(x: number | null): string {
 
 export function cudaView(r: CudaReport): CudaView {
   let status: string | null = null;
-  if (r.cuda !== "ok") status = `No CUDA numbers: ${r.cuda_message}.`;
-  else if (!r.devices.length) status = "CUDA is initialized but no device has memory reserved.";
+  if (r.cuda !== "ok") status = l10n.t("No CUDA numbers: {0}.", r.cuda_message ?? "?");
+  else if (!r.devices.length) status = l10n.t("CUDA is initialized but no device has memory reserved.");
   const devices = r.devices.map((d) => ({
     device: d.device,
     rows: d.explained.map((e) => ({
@@ -47,15 +48,15 @@ export function cudaView(r: CudaReport): CudaView {
   const cpu = r.cpu_tensor_bytes;
   let process: string;
   if (p.rss !== null) {
-    process = `process RSS ${exact(p.rss)} (peak ${humanBytes(p.peak_rss ?? 0)}): the resident memory of the whole process (Python, torch's libraries, allocator caches); live CPU tensors hold ${exact(cpu)}, ${pct(r.cpu_tensor_share_of_rss)} of it`;
+    process = l10n.t("process RSS {0} (peak {1}): the resident memory of the whole process (Python, torch's libraries, allocator caches); live CPU tensors hold {2}, {3} of it", exact(p.rss), humanBytes(p.peak_rss ?? 0), exact(cpu), pct(r.cpu_tensor_share_of_rss));
   } else if (p.peak_rss !== null) {
-    process = `process peak RSS ${exact(p.peak_rss)} (current RSS not readable here); live CPU tensors hold ${exact(cpu)}`;
+    process = l10n.t("process peak RSS {0} (current RSS not readable here); live CPU tensors hold {1}", exact(p.peak_rss), exact(cpu));
   } else {
-    process = `process RSS not readable on this platform; live CPU tensors hold ${exact(cpu)}`;
+    process = l10n.t("process RSS not readable on this platform; live CPU tensors hold {0}", exact(cpu));
   }
   const others = Object.entries(r.tensors)
     .filter(([dev]) => dev !== "cpu" && !dev.startsWith("cuda"))
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([dev, v]) => `${dev} tensors: ${exact(v.bytes)} in ${grouped(v.storages)} storage${v.storages === 1 ? "" : "s"}`);
+    .map(([dev, v]) => (v.storages === 1 ? l10n.t("{0} tensors: {1} in {2} storage", dev, exact(v.bytes), grouped(v.storages)) : l10n.t("{0} tensors: {1} in {2} storages", dev, exact(v.bytes), grouped(v.storages))));
   return { status, devices, process, others };
 }

@@ -1,5 +1,6 @@
 // Formatting of runtime facts (inline text, hover card), and the comparison with the static
 // analysis. Pure: no VS Code imports, unit-tested.
+import * as l10n from "@vscode/l10n";
 import type { ChainNode, Describe, Member, StaticFacts } from "./facts";
 import { describedLayout, pictureLines } from "./storagePicture";
 
@@ -79,14 +80,21 @@ export function compareWithStatic(rt: RuntimeLike, st: StaticFacts | null | unde
   if (typeof st.contiguous === "boolean" && typeof rt.contiguous === "boolean" && st.contiguous !== rt.contiguous) {
     out.push({
       fact: "contiguous",
-      runtime: rt.contiguous ? "contiguous" : "non-contiguous",
-      expected: st.contiguous ? "contiguous" : "non-contiguous",
+      runtime: rt.contiguous ? l10n.t("contiguous") : l10n.t("non-contiguous"),
+      expected: st.contiguous ? l10n.t("contiguous") : l10n.t("non-contiguous"),
     });
   }
   return out;
 }
 
 export const MISMATCH_MARK = "⚠";
+
+/** A fact's name in the user's language (a mismatch's tooltip). */
+export function factName(fact: Mismatch["fact"]): string {
+  return {
+    shape: l10n.t("shape"), dtype: "dtype", device: l10n.t("device"), strides: l10n.t("strides"), offset: l10n.t("storage offset"), contiguous: l10n.t("contiguity"),
+  }[fact];
+}
 /** Columns of the storage picture in a hover (server/lsp/hover.py HOVER_PICTURE_WIDTH). */
 export const HOVER_PICTURE_WIDTH = 64;
 
@@ -95,19 +103,19 @@ export function factParts(rt: RuntimeLike, mismatches: Mismatch[] = []): string[
   const bad = new Map(mismatches.map((m) => [m.fact, m]));
   const mark = (fact: Mismatch["fact"], text: string): string => {
     const m = bad.get(fact);
-    return m ? `${MISMATCH_MARK}${text} (static: ${m.expected})` : text;
+    return m ? `${MISMATCH_MARK}${l10n.t("{0} (static: {1})", text, m.expected)}` : text;
   };
   const parts = [mark("shape", tuple(rt.shape)), mark("dtype", rt.dtype)];
   if (rt.device) parts.push(mark("device", rt.device));
-  if (rt.strides) parts.push(mark("strides", `strides ${tuple(rt.strides)}`));
+  if (rt.strides) parts.push(mark("strides", l10n.t("strides {0}", tuple(rt.strides))));
   if (rt.storage_offset !== null && rt.storage_offset !== undefined) {
-    parts.push(mark("offset", `offset ${rt.storage_offset}`));
+    parts.push(mark("offset", l10n.t("offset {0}", rt.storage_offset)));
   }
   if (rt.contiguous !== null && rt.contiguous !== undefined) {
-    parts.push(mark("contiguous", rt.contiguous ? "contiguous" : "non-contiguous"));
+    parts.push(mark("contiguous", rt.contiguous ? l10n.t("contiguous") : l10n.t("non-contiguous")));
   }
-  if (rt.view_of) parts.push(`view of ${rt.view_of}`);
-  else if (rt.is_view) parts.push("view");
+  if (rt.view_of) parts.push(l10n.t("view of {0}", rt.view_of));
+  else if (rt.is_view) parts.push(l10n.t("view"));
   if (rt.grad_fn) parts.push(`grad_fn ${rt.grad_fn}`);
   return parts;
 }
@@ -127,7 +135,7 @@ export function joinInline(texts: string[], maxLength = 240): string {
 
 export function chainLines(chain: ChainNode[], limit = 12): string[] {
   const lines = chain.slice(0, limit).map((n) => `${"  ".repeat(n.depth)}${n.name}${n.next.length ? ` → ${n.next.join(", ")}` : ""}`);
-  if (chain.length > limit) lines.push(`… ${chain.length - limit} more`);
+  if (chain.length > limit) lines.push(l10n.t("… {0} more", chain.length - limit));
   return lines;
 }
 
@@ -142,37 +150,37 @@ export function hoverMarkdown(expr: string, d: Describe, st?: StaticFacts | null
   const bad = new Map(mismatches.map((m) => [m.fact, m]));
   const cell = (fact: Mismatch["fact"], text: string) => {
     const m = bad.get(fact);
-    return m ? `${MISMATCH_MARK} ${text} (static analysis expected ${m.expected})` : text;
+    return m ? `${MISMATCH_MARK} ${l10n.t("{0} (static analysis expected {1})", text, m.expected)}` : text;
   };
-  rows.push(["shape", cell("shape", tuple(d.shape))]);
+  rows.push([l10n.t("shape"), cell("shape", tuple(d.shape))]);
   rows.push(["dtype", cell("dtype", d.dtype)]);
-  rows.push(["device", cell("device", d.device)]);
-  if (d.strides) rows.push(["strides", cell("strides", tuple(d.strides))]);
-  if (d.storage_offset !== null) rows.push(["storage offset", cell("offset", String(d.storage_offset))]);
-  if (d.contiguous !== null) rows.push(["contiguous", cell("contiguous", d.contiguous ? "yes" : "no (non-contiguous)")]);
-  if (d.memory_format && d.memory_format !== "contiguous") rows.push(["memory format", d.memory_format]);
-  rows.push(["size", `${d.numel} × ${d.element_size} B = ${humanBytes(d.nbytes)}`]);
-  if (d.storage_bytes !== null) rows.push(["storage", `${humanBytes(d.storage_bytes)}${d.storage_key ? ` (${d.storage_key})` : ""}`]);
+  rows.push([l10n.t("device"), cell("device", d.device)]);
+  if (d.strides) rows.push([l10n.t("strides"), cell("strides", tuple(d.strides))]);
+  if (d.storage_offset !== null) rows.push([l10n.t("storage offset"), cell("offset", String(d.storage_offset))]);
+  if (d.contiguous !== null) rows.push([l10n.t("contiguous"), cell("contiguous", d.contiguous ? l10n.t("yes") : l10n.t("no (non-contiguous)"))]);
+  if (d.memory_format && d.memory_format !== "contiguous") rows.push([l10n.t("memory format"), d.memory_format]);
+  rows.push([l10n.t("size"), `${d.numel} × ${d.element_size} B = ${humanBytes(d.nbytes)}`]);
+  if (d.storage_bytes !== null) rows.push([l10n.t("storage"), `${humanBytes(d.storage_bytes)}${d.storage_key ? ` (${d.storage_key})` : ""}`]);
   if (d.is_view) {
-    const shape = d.base ? `a tensor of shape ${tuple(d.base.shape)}` : "another tensor";
-    rows.push(["view of", d.base?.name ? `${d.base.name} (${shape})` : shape]);
+    const shape = d.base ? l10n.t("a tensor of shape {0}", tuple(d.base.shape)) : l10n.t("another tensor");
+    rows.push([l10n.t("view of"), d.base?.name ? `${d.base.name} (${shape})` : shape]);
   }
   const grad: string[] = [];
-  grad.push(d.requires_grad ? "requires_grad" : "no grad");
-  if (d.requires_grad) grad.push(d.is_leaf ? "leaf" : "non-leaf");
+  grad.push(d.requires_grad ? "requires_grad" : l10n.t("no grad"));
+  if (d.requires_grad) grad.push(d.is_leaf ? l10n.t("leaf") : l10n.t("non-leaf"));
   if (d.retains_grad) grad.push("retains_grad");
   if (d.grad) grad.push(`.grad ${tuple(d.grad.shape)} ${humanBytes(d.grad.nbytes)}`);
-  rows.push(["autograd", grad.join(", ")]);
+  rows.push(["autograd", grad.join(l10n.t(", "))]);
   if (d.grad_fn) rows.push(["grad_fn", d.grad_fn]);
-  if (d.graph) rows.push(["graph", `${d.graph.nodes} nodes, ${d.graph.saved_tensors} saved tensors, ${humanBytes(d.graph.saved_bytes)} saved`]);
-  if (d.version !== null && d.version !== undefined) rows.push(["version", String(d.version)]);
-  const lines = [`**stridelens · runtime** \`${expr.replace(/`/g, "'")}\``, "", "| | |", "|---|---|"];
+  if (d.graph) rows.push([l10n.t("graph"), l10n.t("{0} nodes, {1} saved tensors, {2} saved", d.graph.nodes, d.graph.saved_tensors, humanBytes(d.graph.saved_bytes))]);
+  if (d.version !== null && d.version !== undefined) rows.push([l10n.t("version"), String(d.version)]);
+  const lines = [`**stridelens · ${l10n.t("runtime")}** \`${expr.replace(/`/g, "'")}\``, "", "| | |", "|---|---|"];
   for (const [k, v] of rows) lines.push(`| ${k} | ${md(v)} |`);
   const layout = describedLayout(d);
   const picture = layout ? pictureLines(layout, HOVER_PICTURE_WIDTH) : [];
   if (picture.length) lines.push("", "```text", ...picture, "```");
   if (d.grad_fn_chain.length) {
-    lines.push("", "grad_fn chain:", "```", ...chainLines(d.grad_fn_chain, 8), "```");
+    lines.push("", l10n.t("grad_fn chain:"), "```", ...chainLines(d.grad_fn_chain, 8), "```");
   }
   const notes = [...new Set(d.notes)];
   if (notes.length) {
@@ -185,10 +193,11 @@ export function hoverMarkdown(expr: string, d: Describe, st?: StaticFacts | null
 /** A list/tuple/dict of tensors in the frame: `losses: 20 tensors · each () float32 · grad_fn MseLossBackward0`. */
 export function containerText(name: string, items: Member[]): string {
   const n = items.length;
-  const parts = [`${name}: ${n}${n >= 64 ? "+" : ""} tensor${n === 1 ? "" : "s"}`];
+  const count = `${n}${n >= 64 ? "+" : ""}`;
+  const parts = [`${name}: ${n === 1 ? l10n.t("{0} tensor", count) : l10n.t("{0} tensors", count)}`];
   const first = items[0];
   if (first && items.every((m) => tuple(m.shape) === tuple(first.shape) && m.dtype === first.dtype)) {
-    parts.push(`each ${tuple(first.shape)} ${first.dtype}`);
+    parts.push(l10n.t("each {0} {1}", tuple(first.shape), first.dtype));
     const fns = new Set(items.map((m) => m.grad_fn));
     if (fns.size === 1 && first.grad_fn) parts.push(`grad_fn ${first.grad_fn}`);
   } else {

@@ -1,6 +1,7 @@
 // The memory panel's "Gradients" section: the report of `stridelens inspect --grads` (the
 // JSON of inspector/grad_reports.analyze over inspector/grads_probe.grads), as rows the
 // webview renders. Pure, unit-tested; the analysis itself stays in Python (one source).
+import * as l10n from "@vscode/l10n";
 
 /** One row of the probe (grads_probe.grads) after grad_reports.analyze. */
 export interface GradParam {
@@ -70,14 +71,16 @@ export function general3(v: number | null): string {
   return v.toFixed(Math.max(0, 2 - e)).replace(/(\.\d*?)0+$/, "$1").replace(/\.$/, "");
 }
 
-const NONE_TEXT: Record<string, string> = {
-  frozen: "frozen",
-  in_graph: "None (in graph, not reached yet)",
-  not_in_graph: "None (not in the graph)",
-  no_graph: "None (never reached)",
+const NONE_TEXT: Record<string, () => string> = {
+  frozen: () => l10n.t("frozen"),
+  in_graph: () => l10n.t("None (in graph, not reached yet)"),
+  not_in_graph: () => l10n.t("None (not in the graph)"),
+  no_graph: () => l10n.t("None (never reached)"),
 };
 
-const plural = (n: number, word: string): string => `${n} ${n === 1 ? word : word + "s"}`;
+const parameters = (n: number): string => (n === 1 ? l10n.t("{0} parameter", n) : l10n.t("{0} parameters", n));
+const layers = (n: number): string => (n === 1 ? l10n.t("{0} layer", n) : l10n.t("{0} layers", n));
+const modules = (n: number): string => (n === 1 ? l10n.t("{0} module", n) : l10n.t("{0} modules", n));
 
 /** The table and findings `inspect --grads` prints (grad_reports.grads_group), as panel rows. */
 export function gradsView(r: GradReport): GradsView {
@@ -87,14 +90,14 @@ export function gradsView(r: GradReport): GradsView {
     let state: string;
     let tone: GradRow["tone"];
     if (!p.grad) {
-      state = NONE_TEXT[p.none_reason ?? ""] ?? "None";
+      state = NONE_TEXT[p.none_reason ?? ""]?.() ?? "None";
       tone = p.none_reason === "frozen" ? "muted" : "warn";
     } else if (bad) {
       [state, tone] = ["NaN/Inf", "bad"];
     } else if (flagged.has(p.layer)) {
-      [state, tone] = [`${flagged.get(p.layer)}s here`, "bad"];
+      [state, tone] = [flagged.get(p.layer) === "collapse" ? l10n.t("collapses here") : l10n.t("explodes here"), "bad"];
     } else {
-      [state, tone] = ["ok", "ok"];
+      [state, tone] = [l10n.t("ok"), "ok"];
     }
     return {
       rank: p.rank ? String(p.rank) : "",
@@ -110,12 +113,12 @@ export function gradsView(r: GradReport): GradsView {
     };
   });
   const sp = r.span;
-  const span = sp ? `; layer grad norms span ${sp.decades.toFixed(1)} decades (${sp.smallest} ${general3(sp.smallest_norm)} … ${sp.largest} ${general3(sp.largest_norm)})` : "";
-  const summary = `${plural(r.params.length, "parameter")} in ${plural(r.layers.length, "layer")} of ${plural(r.models.length, "module")} (${r.models.join(", ") || "none"}); ${r.frozen} frozen${span}`;
+  const span = sp ? l10n.t("; layer grad norms span {0} decades ({1} {2} … {3} {4})", sp.decades.toFixed(1), sp.smallest, general3(sp.smallest_norm), sp.largest, general3(sp.largest_norm)) : "";
+  const summary = l10n.t("{0} in {1} of {2} ({3}); {4} frozen{5}", parameters(r.params.length), layers(r.layers.length), modules(r.models.length), r.models.join(", ") || l10n.t("none"), r.frozen, span);
   return {
     rows,
     findings: r.findings.map((f) => ({ kind: f.kind, message: f.message })),
     summary,
-    empty: r.params.length ? null : "No nn.Module with parameters in this frame or its globals.",
+    empty: r.params.length ? null : l10n.t("No nn.Module with parameters in this frame or its globals."),
   };
 }

@@ -3,8 +3,10 @@
 // groups, gradient health on request (as `inspect --grads`), and for a selected tensor its storage picture (dist/webview.js draws it as SVG for
 // the panel's width: the grid numbered by reading element, or the to-scale bar) and grad_fn chain.
 import * as vscode from "vscode";
+import * as l10n from "@vscode/l10n";
 import * as fs from "node:fs";
 import { panelHtml } from "./panelHtml";
+import { bundle, language } from "../locale";
 import type { RuntimeController, StoppedFrame } from "./controller";
 import { NotStopped } from "./probeClient";
 import { buildPanelModel, nameToExpression, PanelModel, tensorDetail } from "./panelModel";
@@ -27,7 +29,7 @@ export class MemoryPanel {
 
   static async show(ctl: RuntimeController, log: (m: string) => void, deps: PanelDeps): Promise<void> {
     if (!ctl.isStopped()) {
-      void vscode.window.showInformationMessage("stridelens: the tensor memory panel needs a Python debug session stopped at a breakpoint (or paused).");
+      void vscode.window.showInformationMessage(l10n.t("stridelens: the tensor memory panel needs a Python debug session stopped at a breakpoint (or paused)."));
       return;
     }
     if (!MemoryPanel.current) MemoryPanel.current = new MemoryPanel(ctl, log, deps);
@@ -42,12 +44,12 @@ export class MemoryPanel {
 
   private constructor(private readonly ctl: RuntimeController, private readonly log: (m: string) => void, private readonly deps: PanelDeps) {
     const dist = vscode.Uri.joinPath(deps.extensionUri, "dist");
-    this.panel = vscode.window.createWebviewPanel("stridelens.memory", "Tensor memory", { viewColumn: vscode.ViewColumn.Beside, preserveFocus: false }, {
+    this.panel = vscode.window.createWebviewPanel("stridelens.memory", l10n.t("Tensor memory"), { viewColumn: vscode.ViewColumn.Beside, preserveFocus: false }, {
       enableScripts: true,
       retainContextWhenHidden: true,
       localResourceRoots: [dist],
     });
-    this.panel.webview.html = panelHtml(this.panel.webview.cspSource, this.panel.webview.asWebviewUri(vscode.Uri.joinPath(dist, "webview.js")).toString());
+    this.render();
     this.panel.onDidDispose(() => {
       MemoryPanel.current = undefined;
       for (const d of this.disposables) d.dispose();
@@ -56,6 +58,20 @@ export class MemoryPanel {
     this.disposables.push(ctl.onDidChangeStop((f) => {
       if (!f) void this.panel.webview.postMessage({ type: "running" });
     }));
+  }
+
+  /** The page, in the extension's language now. */
+  private render(): void {
+    const script = this.panel.webview.asWebviewUri(vscode.Uri.joinPath(this.deps.extensionUri, "dist", "webview.js")).toString();
+    this.panel.webview.html = panelHtml(this.panel.webview.cspSource, script, bundle(), language());
+  }
+
+  /** `stridelens.locale` changed: the page again in the new language (it says "ready" again and reads the process anew). */
+  static relocalize(): void {
+    const p = MemoryPanel.current;
+    if (!p) return;
+    p.panel.title = l10n.t("Tensor memory");
+    p.render();
   }
 
   private async load(): Promise<void> {
@@ -75,7 +91,7 @@ export class MemoryPanel {
       }
       const model: PanelModel = buildPanelModel(proc, fr, frame.path ? { path: frame.path, line: frame.line, function: frame.name } : null, source);
       this.log(`memory report: ${proc.tensor_count} tensors, ${proc.findings.length} findings (${Date.now() - t0} ms)`);
-      this.panel.title = `Tensor memory · ${model.title}`;
+      this.panel.title = `${l10n.t("Tensor memory")} · ${model.title}`;
       void this.panel.webview.postMessage({ type: "model", model });
     } catch (e) {
       void this.panel.webview.postMessage({ type: "error", message: e instanceof Error ? e.message : String(e) });

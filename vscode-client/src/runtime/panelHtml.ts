@@ -1,15 +1,85 @@
 // The memory panel's webview page (HTML, CSS and its inline script): no VS Code imports, so
-// the unit tests can check that its script parses.
+// the unit tests can check that its script parses. Its words are the extension's (l10n.t, in the
+// language chosen in locale.ts), put into the script as `S`; the l10n bundle itself goes along
+// for dist/webview.js (the picture's captions).
+import * as l10n from "@vscode/l10n";
 import { randomBytes } from "node:crypto";
+import type { Bundle } from "../locale";
 
-/** The webview's page: `cspSource` may load `pictureScript` (dist/webview.js). */
-export function panelHtml(cspSource: string, pictureScript: string): string {
+/** The page's words, read when the page is made (raw text: the script escapes them). */
+export function panelStrings() {
+  return {
+    title: l10n.t("Tensor memory"),
+    running: l10n.t("The debuggee is running: these facts are from the last stop. Stop again and press Refresh."),
+    refresh: l10n.t("Refresh"),
+    loading: l10n.t("loading…"),
+    totals: l10n.t("{0} live tensors in {1} storages, {2}"),
+    leaks: l10n.t("Leaks"),
+    noLeak: l10n.t("no leak pattern found"),
+    line: l10n.t("line {0}"),
+    perDevice: l10n.t("Per device"),
+    device: l10n.t("device"),
+    bytes: l10n.t("bytes"),
+    storages: l10n.t("storages"),
+    tensors: l10n.t("tensors"),
+    graphOnly: l10n.t("graph-only"),
+    selected: l10n.t("Selected tensor"),
+    clickTensor: l10n.t("click a tensor below"),
+    gradients: l10n.t("Gradients"),
+    readGrads: l10n.t("Read gradients"),
+    gradsHelp: l10n.t("grad norm, grad/weight, NaN/Inf, zeros and missing grads per parameter of the frame's nn.Modules, as {0} (reads gradient and weight values)"),
+    memoryExplained: l10n.t("Memory explained"),
+    explainMemory: l10n.t("Explain memory"),
+    cudaHelp: l10n.t("the CUDA allocator's allocated, reserved, peak, inactive split, retries and OOMs, each with what it means, and the share the live tensors account for (on a CPU-only target: the process RSS), as {0}"),
+    stepDiff: l10n.t("Step diff"),
+    steps: l10n.t("steps"),
+    runDiff: l10n.t("Run on and diff"),
+    diffHelp: l10n.t("continues the program until this line has been hit N more times, then the storages new and alive, grouped by what keeps them, with growth per step, as {0}"),
+    biggest: l10n.t("Biggest storages"),
+    savedByGraph: l10n.t("saved by an autograd graph"),
+    frameTensors: l10n.t("This frame's tensors by storage"),
+    noFrameTensors: l10n.t("no tensors in this frame"),
+    readingGrads: l10n.t("reading gradients…"),
+    runningDiff: l10n.t("running…"),
+    readingAllocator: l10n.t("reading the allocator…"),
+    reading: l10n.t("reading {0}…"),
+    chain: l10n.t("grad_fn chain"),
+    noChain: l10n.t("none (no autograd history)"),
+    parameter: l10n.t("parameter"),
+    shape: l10n.t("shape"),
+    gradNorm: l10n.t("grad norm"),
+    zeros: l10n.t("zeros"),
+    grad: l10n.t("grad"),
+    gradsFine: l10n.t("No collapse, explosion, NaN/Inf or missing gradient found."),
+    keptBy: l10n.t("kept by"),
+    kind: l10n.t("kind"),
+    new: l10n.t("new"),
+    bytesPerStop: l10n.t("bytes per stop"),
+    perStep: l10n.t("per step"),
+    value: l10n.t("value"),
+    meaning: l10n.t("what it means"),
+    noPicture: l10n.t("no picture for this layout"),
+    readingProcess: l10n.t("reading the process…"),
+    error: l10n.t("error: {0}"),
+  };
+}
+
+/** JSON inside a <script>: no `</script>` can end it early. */
+const scriptJson = (v: unknown): string => JSON.stringify(v).replace(/</g, "\\u003c").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+const escHtml = (s: string): string => s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c] as string);
+
+/**
+ * The webview's page: `cspSource` may load `pictureScript` (dist/webview.js); `bundle` is the
+ * l10n bundle in use (locale.ts), `lang` its language ("zh-cn", "en").
+ */
+export function panelHtml(cspSource: string, pictureScript: string, bundle: Bundle = {}, lang = "en"): string {
   const nonce = randomBytes(16).toString("hex");
+  const S = panelStrings();
   return `<!DOCTYPE html>
-<html lang="en"><head><meta charset="UTF-8">
+<html lang="${escHtml(lang)}"><head><meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'nonce-${nonce}'; script-src 'nonce-${nonce}' ${cspSource};">
 <meta name="viewport" content="width=device-width, initial-scale=1.0">
-<title>Tensor memory</title>
+<title>${escHtml(S.title)}</title>
 <style nonce="${nonce}">
 body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size); color: var(--vscode-foreground); padding: 0 12px 24px; }
 h1 { font-size: 1.25em; margin: 10px 0 4px; } h2 { font-size: 1.05em; margin: 16px 0 6px; border-bottom: 1px solid var(--vscode-panel-border); }
@@ -40,40 +110,44 @@ pre { margin: 4px 0; }
 button { background: var(--vscode-button-background); color: var(--vscode-button-foreground); border: none; padding: 3px 10px; cursor: pointer; }
 </style></head>
 <body>
-<div id="banner" class="banner">The debuggee is running: these facts are from the last stop. Stop again and press Refresh.</div>
-<h1 id="title">Tensor memory</h1>
-<div><button id="refresh">Refresh</button> <span id="status" class="muted">loading…</span></div>
+<div id="banner" class="banner">${escHtml(S.running)}</div>
+<h1 id="title">${escHtml(S.title)}</h1>
+<div><button id="refresh">${escHtml(S.refresh)}</button> <span id="status" class="muted">${escHtml(S.loading)}</span></div>
 <div id="content"></div>
+<script type="application/json" id="l10n-bundle">${scriptJson(bundle)}</script>
 <script nonce="${nonce}" id="picture-script" src="${pictureScript}" defer></script>
 <script nonce="${nonce}">
 const vscode = acquireVsCodeApi();
+const S = ${scriptJson(S)};
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+// S's "{0}" placeholders filled in (already-escaped HTML goes in as it is).
+const fmt = (s, ...a) => s.replace(/\\{(\\d+)\\}/g, (m, i) => (i < a.length ? String(a[i]) : m));
 $("refresh").addEventListener("click", () => vscode.postMessage({ type: "refresh" }));
 let selected = null;
 function render(m) {
-  $("title").textContent = "Tensor memory · " + m.title;
-  $("status").textContent = m.totals.tensors + " live tensors in " + m.totals.storages + " storages, " + m.totals.human;
+  $("title").textContent = S.title + " · " + m.title;
+  $("status").textContent = fmt(S.totals, m.totals.tensors, m.totals.storages, m.totals.human);
   let h = "";
-  h += "<h2>Leaks</h2>";
-  if (!m.findings.length) h += '<div class="muted">no leak pattern found</div>';
+  h += "<h2>" + esc(S.leaks) + "</h2>";
+  if (!m.findings.length) h += '<div class="muted">' + esc(S.noLeak) + '</div>';
   for (const f of m.findings) {
     h += '<div class="finding" data-kind="' + esc(f.kind) + '"><span class="name">' + esc(f.title) + '</span> · ' + esc(f.human) + '<div>' + esc(f.message) + '</div>';
-    if (f.refs.length) h += '<div class="refs">' + f.refs.map((r) => '<div><a class="src" data-line="' + r.line + '">line ' + r.line + '</a> <code>' + esc(r.text) + '</code></div>').join("") + '</div>';
+    if (f.refs.length) h += '<div class="refs">' + f.refs.map((r) => '<div><a class="src" data-line="' + r.line + '">' + esc(fmt(S.line, r.line)) + '</a> <code>' + esc(r.text) + '</code></div>').join("") + '</div>';
     h += "</div>";
   }
-  h += "<h2>Per device</h2><table><tr><th>device</th><th class=num>bytes</th><th class=num>storages</th><th class=num>tensors</th><th>graph-only</th></tr>";
+  h += "<h2>" + esc(S.perDevice) + "</h2><table><tr><th>" + esc(S.device) + "</th><th class=num>" + esc(S.bytes) + "</th><th class=num>" + esc(S.storages) + "</th><th class=num>" + esc(S.tensors) + "</th><th>" + esc(S.graphOnly) + "</th></tr>";
   for (const d of m.devices) h += "<tr><td>" + esc(d.device) + "</td><td class=num>" + esc(d.human) + "</td><td class=num>" + d.storages + "</td><td class=num>" + d.tensors + "</td><td>" + esc(d.graphOnly || "") + (d.cuda ? " " + esc(JSON.stringify(d.cuda)) : "") + "</td></tr>";
   h += "</table>";
-  h += '<h2>Selected tensor</h2><div id="detail" class="muted">click a tensor below</div>';
-  h += '<h2>Gradients</h2><div id="grads"><button id="read-grads">Read gradients</button> <span class="muted">grad norm, grad/weight, NaN/Inf, zeros and missing grads per parameter of the frame&#39;s nn.Modules, as <code>inspect --grads</code> (reads gradient and weight values)</span></div>';
-  h += '<h2>Memory explained</h2><div id="cuda"><button id="read-cuda">Explain memory</button> <span class="muted">the CUDA allocator&#39;s allocated, reserved, peak, inactive split, retries and OOMs, each with what it means, and the share the live tensors account for (on a CPU-only target: the process RSS), as <code>inspect --cuda-summary</code></span></div>';
-  h += '<h2>Step diff</h2><div id="diff-controls"><label>steps <input id="diff-n" type="number" min="1" max="1000" value="3"></label> <button id="run-diff">Run on and diff</button> <span class="muted">continues the program until this line has been hit N more times, then the storages new and alive, grouped by what keeps them, with growth per step, as <code>inspect --diff-steps N</code></span></div><div id="diff"></div>';
-  h += "<h2>Biggest storages</h2><table><tr><th class=num>bytes</th><th>device</th><th>tensors</th><th></th></tr>";
-  for (const t of m.top.slice(0, 10)) h += "<tr><td class=num>" + esc(t.human) + "</td><td>" + esc(t.device) + "</td><td class=mono>" + esc(t.label) + "</td><td class=muted>" + (t.savedByGraph ? "saved by an autograd graph" : "") + "</td></tr>";
+  h += '<h2>' + esc(S.selected) + '</h2><div id="detail" class="muted">' + esc(S.clickTensor) + '</div>';
+  h += '<h2>' + esc(S.gradients) + '</h2><div id="grads"><button id="read-grads">' + esc(S.readGrads) + '</button> <span class="muted">' + fmt(esc(S.gradsHelp), "<code>inspect --grads</code>") + '</span></div>';
+  h += '<h2>' + esc(S.memoryExplained) + '</h2><div id="cuda"><button id="read-cuda">' + esc(S.explainMemory) + '</button> <span class="muted">' + fmt(esc(S.cudaHelp), "<code>inspect --cuda-summary</code>") + '</span></div>';
+  h += '<h2>' + esc(S.stepDiff) + '</h2><div id="diff-controls"><label>' + esc(S.steps) + ' <input id="diff-n" type="number" min="1" max="1000" value="3"></label> <button id="run-diff">' + esc(S.runDiff) + '</button> <span class="muted">' + fmt(esc(S.diffHelp), "<code>inspect --diff-steps N</code>") + '</span></div><div id="diff"></div>';
+  h += "<h2>" + esc(S.biggest) + "</h2><table><tr><th class=num>" + esc(S.bytes) + "</th><th>" + esc(S.device) + "</th><th>" + esc(S.tensors) + "</th><th></th></tr>";
+  for (const t of m.top.slice(0, 10)) h += "<tr><td class=num>" + esc(t.human) + "</td><td>" + esc(t.device) + "</td><td class=mono>" + esc(t.label) + "</td><td class=muted>" + (t.savedByGraph ? esc(S.savedByGraph) : "") + "</td></tr>";
   h += "</table>";
-  h += "<h2>This frame's tensors by storage</h2>";
-  if (!m.groups.length) h += '<div class="muted">no tensors in this frame</div>';
+  h += "<h2>" + esc(S.frameTensors) + "</h2>";
+  if (!m.groups.length) h += '<div class="muted">' + esc(S.noFrameTensors) + '</div>';
   for (const g of m.groups) {
     h += '<div><b>' + esc(g.human) + '</b> ' + esc(g.device) + ' <span class="muted">' + esc(g.summary) + '</span>';
     for (const t of g.tensors) h += '<div class="tensor mono" data-name="' + esc(t.name) + '">&nbsp;&nbsp;' + esc(t.label) + '</div>';
@@ -82,21 +156,21 @@ function render(m) {
   $("content").innerHTML = h;
   for (const a of document.querySelectorAll("a.src")) a.addEventListener("click", () => vscode.postMessage({ type: "open", line: Number(a.dataset.line) }));
   for (const t of document.querySelectorAll(".tensor")) t.addEventListener("click", () => select(t.dataset.name));
-  $("read-grads").addEventListener("click", () => { $("grads").textContent = "reading gradients…"; vscode.postMessage({ type: "report", kind: "grads" }); });
-  $("run-diff").addEventListener("click", () => { $("diff").textContent = "running…"; vscode.postMessage({ type: "report", kind: "diff-steps", n: Number($("diff-n").value) || 3 }); });
-  $("read-cuda").addEventListener("click", () => { $("cuda").textContent = "reading the allocator…"; vscode.postMessage({ type: "report", kind: "cuda-summary" }); });
+  $("read-grads").addEventListener("click", () => { $("grads").textContent = S.readingGrads; vscode.postMessage({ type: "report", kind: "grads" }); });
+  $("run-diff").addEventListener("click", () => { $("diff").textContent = S.runningDiff; vscode.postMessage({ type: "report", kind: "diff-steps", n: Number($("diff-n").value) || 3 }); });
+  $("read-cuda").addEventListener("click", () => { $("cuda").textContent = S.readingAllocator; vscode.postMessage({ type: "report", kind: "cuda-summary" }); });
   if (selected && m.tensors.includes(selected)) select(selected);
 }
 function select(name) {
   selected = name;
   for (const t of document.querySelectorAll(".tensor")) t.classList.toggle("sel", t.dataset.name === name);
-  $("detail").textContent = "reading " + name + "…";
+  $("detail").textContent = fmt(S.reading, name);
   vscode.postMessage({ type: "select", name });
 }
 function renderDetail(d) {
   let h = '<div class="mono"><b>' + esc(d.name) + "</b>: " + esc(d.facts) + "</div><div>" + esc(d.storage) + "</div>";
   if (d.layout) h += '<div id="picture-head" class="muted mono"></div><div id="picture" class="picture-box"></div><div id="picture-foot" class="muted mono"></div>';
-  h += "<div><b>grad_fn chain</b></div>" + (d.chain.length ? "<pre>" + esc(d.chain.join("\\n")) + "</pre>" : '<div class="muted">none (no autograd history)</div>');
+  h += "<div><b>" + esc(S.chain) + "</b></div>" + (d.chain.length ? "<pre>" + esc(d.chain.join("\\n")) + "</pre>" : '<div class="muted">' + esc(S.noChain) + '</div>');
   if (d.notes.length) h += "<ul>" + d.notes.map((n) => "<li>" + esc(n) + "</li>").join("") + "</ul>";
   $("detail").className = "";
   $("detail").innerHTML = h;
@@ -107,12 +181,12 @@ function renderGrads(v) {
   let h = "";
   if (v.empty) h += '<div class="muted">' + esc(v.empty) + "</div>";
   else {
-    h += '<div class="scroll"><table class="grads"><tr><th class=num>#</th><th>parameter</th><th>shape</th><th class=num>grad norm</th><th class=num>grad/weight</th><th class=num>NaN</th><th class=num>Inf</th><th class=num>zeros</th><th>grad</th></tr>';
+    h += '<div class="scroll"><table class="grads"><tr><th class=num>#</th><th>' + esc(S.parameter) + '</th><th>' + esc(S.shape) + '</th><th class=num>' + esc(S.gradNorm) + '</th><th class=num>grad/weight</th><th class=num>NaN</th><th class=num>Inf</th><th class=num>' + esc(S.zeros) + '</th><th>' + esc(S.grad) + '</th></tr>';
     for (const r of v.rows) h += '<tr class="grad-row" data-name="' + esc(r.name) + '"><td class=num>' + esc(r.rank) + '</td><td class=mono>' + esc(r.name) + '</td><td class=mono>' + esc(r.shape) + '</td><td class=num>' + esc(r.gradNorm) + '</td><td class=num>' + esc(r.ratio) + '</td><td class=num>' + esc(r.nan) + '</td><td class=num>' + esc(r.inf) + '</td><td class=num>' + esc(r.zeros) + '</td><td class="tone-' + r.tone + '">' + esc(r.state) + "</td></tr>";
     h += "</table></div>";
   }
   for (const f of v.findings) h += '<div class="finding grad-finding" data-kind="' + esc(f.kind) + '"><span class="name">' + esc(f.kind) + "</span>: " + esc(f.message) + "</div>";
-  if (!v.empty && !v.findings.length) h += '<div class="tone-ok">No collapse, explosion, NaN/Inf or missing gradient found.</div>';
+  if (!v.empty && !v.findings.length) h += '<div class="tone-ok">' + esc(S.gradsFine) + '</div>';
   h += '<div class="muted">' + esc(v.summary) + "</div>";
   $("grads").innerHTML = h;
 }
@@ -120,7 +194,7 @@ function renderDiff(v) {
   let h = '<div class="diff-head">' + esc(v.head) + '</div><div class="muted">' + esc(v.sub) + "</div>";
   if (v.empty) h += '<div class="tone-ok">' + esc(v.empty) + "</div>";
   else {
-    h += '<div class="scroll"><table class="diff"><tr><th>kept by</th><th>kind</th><th class=num>new</th><th>bytes per stop</th><th class=num>per step</th><th>shape</th></tr>';
+    h += '<div class="scroll"><table class="diff"><tr><th>' + esc(S.keptBy) + '</th><th>' + esc(S.kind) + '</th><th class=num>' + esc(S.new) + '</th><th>' + esc(S.bytesPerStop) + '</th><th class=num>' + esc(S.perStep) + '</th><th>' + esc(S.shape) + '</th></tr>';
     for (const r of v.rows) h += '<tr class="diff-row"><td class=mono>' + esc(r.keeper) + "</td><td>" + esc(r.kind) + "</td><td class=num>" + esc(r.added) + "</td><td>" + esc(r.curve) + "</td><td class=num>" + esc(r.perStep) + '</td><td class="tone-' + r.tone + '">' + esc(r.shape) + "</td></tr>";
     h += "</table></div>";
   }
@@ -132,7 +206,7 @@ function renderCuda(v) {
   let h = "";
   if (v.status) h += '<div class="tone-warn cuda-status">' + esc(v.status) + "</div>";
   for (const d of v.devices) {
-    h += '<div class="scroll"><table class="cuda"><tr><th>' + esc(d.device) + '</th><th class=num>value</th><th>what it means</th></tr>';
+    h += '<div class="scroll"><table class="cuda"><tr><th>' + esc(d.device) + '</th><th class=num>' + esc(S.value) + '</th><th>' + esc(S.meaning) + '</th></tr>';
     for (const r of d.rows) h += "<tr><td>" + esc(r.name) + "</td><td class=num>" + esc(r.value) + "</td><td>" + esc(r.meaning) + "</td></tr>";
     h += "</table></div>";
   }
@@ -146,7 +220,7 @@ function drawPicture() {
   const box = $("picture");
   if (!box || !shownLayout || !window.stridelensPicture) return;
   const v = window.stridelensPicture.pictureView(shownLayout, box.clientWidth);
-  if (!v) { box.textContent = "no picture for this layout"; return; }
+  if (!v) { box.textContent = S.noPicture; return; }
   box.innerHTML = v.svg;
   $("picture-head").textContent = v.header || "";
   $("picture-foot").textContent = v.footer;
@@ -155,9 +229,9 @@ new ResizeObserver(() => drawPicture()).observe(document.body);
 $("picture-script").addEventListener("load", () => drawPicture()); // deferred: it may come after a detail
 window.addEventListener("message", (e) => {
   const m = e.data;
-  if (m.type === "loading") { $("status").textContent = "reading the process…"; $("banner").style.display = "none"; }
+  if (m.type === "loading") { $("status").textContent = S.readingProcess; $("banner").style.display = "none"; }
   else if (m.type === "model") { $("banner").style.display = "none"; render(m.model); }
-  else if (m.type === "error") $("status").textContent = "error: " + m.message;
+  else if (m.type === "error") $("status").textContent = fmt(S.error, m.message);
   else if (m.type === "running") $("banner").style.display = "block";
   else if (m.type === "detail") renderDetail(m.detail);
   else if (m.type === "detail-error") $("detail").textContent = m.name + ": " + m.message;

@@ -1,5 +1,6 @@
 // The memory panel's data: built from the probe's process and frame reports, rendered by the
 // webview. Pure, unit-tested.
+import * as l10n from "@vscode/l10n";
 import type { Describe, FrameReport, ProcessReport } from "./facts";
 import { chainLines, humanBytes, tuple } from "./format";
 import { describedLayout } from "./storagePicture";
@@ -69,15 +70,15 @@ function findingTitle(f: { kind: string; container?: string; tensor?: string }):
   return f.container ?? f.tensor ?? f.kind;
 }
 
-const KIND_LABEL: Record<string, string> = {
-  graph_kept_alive: "autograd graphs kept alive",
-  view_pins_storage: "small view pins a large storage",
-  retained_grad: "retained grad",
-  stale_grad: "stale .grad",
+const KIND_LABEL: Record<string, () => string> = {
+  graph_kept_alive: () => l10n.t("autograd graphs kept alive"),
+  view_pins_storage: () => l10n.t("small view pins a large storage"),
+  retained_grad: () => l10n.t("retained grad"),
+  stale_grad: () => l10n.t("stale .grad"),
 };
 
 export function kindLabel(kind: string): string {
-  return KIND_LABEL[kind] ?? kind.replace(/_/g, " ");
+  return KIND_LABEL[kind]?.() ?? kind.replace(/_/g, " ");
 }
 
 export function buildPanelModel(
@@ -98,13 +99,13 @@ export function buildPanelModel(
   const bytes = proc.devices.reduce((s, d) => s + d.bytes, 0);
   const top = proc.top.map((t) => {
     const names = t.names.slice(0, 4).join(", ");
-    const unnamed = t.unnamed ? `${t.names.length ? " + " : ""}${t.unnamed} unnamed` : "";
+    const unnamed = t.unnamed ? `${t.names.length ? " + " : ""}${l10n.t("{0} unnamed", t.unnamed)}` : "";
     return {
       key: t.storage_key,
       device: t.device,
       bytes: t.bytes,
       human: humanBytes(t.bytes),
-      label: `${names}${unnamed}` || "unnamed",
+      label: `${names}${unnamed}` || l10n.t("unnamed"),
       savedByGraph: !!t.saved_by_graph,
     };
   });
@@ -128,12 +129,12 @@ export function buildPanelModel(
     summary: g.summary,
     tensors: g.tensors.map((t) => ({
       name: t.name,
-      label: `${t.name}: ${tuple(t.shape)} ${t.dtype} strides ${tuple(t.strides)} offset ${t.storage_offset}${t.contiguous === false ? " non-contiguous" : ""}${t.view_of ? ` view of ${t.view_of}` : ""}`,
+      label: `${t.name}: ${tuple(t.shape)} ${t.dtype} ${l10n.t("strides {0}", tuple(t.strides))} ${l10n.t("offset {0}", t.storage_offset ?? "?")}${t.contiguous === false ? ` ${l10n.t("non-contiguous")}` : ""}${t.view_of ? ` ${l10n.t("view of {0}", t.view_of)}` : ""}`,
     })),
   }));
   const tensors = groups.flatMap((g) => g.tensors.map((t) => t.name));
   return {
-    title: stop ? `${stop.path.split(/[\\/]/).pop()}:${stop.line}` : "stopped process",
+    title: stop ? `${stop.path.split(/[\\/]/).pop()}:${stop.line}` : l10n.t("stopped process"),
     stop,
     totals: { tensors: proc.tensor_count, storages: proc.storage_count, bytes, human: humanBytes(bytes) },
     devices,
@@ -149,8 +150,8 @@ export function tensorDetail(name: string, d: Describe) {
   const elems = d.storage_bytes !== null && d.element_size ? d.storage_bytes / d.element_size : 0;
   return {
     name,
-    facts: `${tuple(d.shape)} · ${d.dtype} · ${d.device} · strides ${tuple(d.strides)} · offset ${d.storage_offset} · ${d.contiguous ? "contiguous" : "non-contiguous"}`,
-    storage: `${humanBytes(d.storage_bytes)} storage, ${elems} elements of ${d.element_size} B`,
+    facts: `${tuple(d.shape)} · ${d.dtype} · ${d.device} · ${l10n.t("strides {0}", tuple(d.strides))} · ${l10n.t("offset {0}", d.storage_offset ?? "?")} · ${d.contiguous ? l10n.t("contiguous") : l10n.t("non-contiguous")}`,
+    storage: l10n.t("{0} storage, {1} elements of {2} B", humanBytes(d.storage_bytes), elems, d.element_size),
     layout: describedLayout(d),
     chain: chainLines(d.grad_fn_chain, 24),
     notes: d.notes,

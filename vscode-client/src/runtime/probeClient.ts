@@ -2,6 +2,7 @@
 // (one `exec(compile(...))` into the private module `_stridelens_probe`, as
 // stridelens.inspector.session does), then called by short expressions. Never evaluates
 // while the debuggee runs: every call checks the session's stopped state (and its epoch).
+import * as l10n from "@vscode/l10n";
 import * as vscode from "vscode";
 import { createHash } from "node:crypto";
 import type { Describe, FrameReport, ProcessReport } from "./facts";
@@ -19,7 +20,7 @@ export const PIN_MIN_BYTES = 1 << 20;
 
 export class NotStopped extends Error {
   constructor() {
-    super("the debuggee is running: runtime facts are read only while it is stopped");
+    super(l10n.t("the debuggee is running: runtime facts are read only while it is stopped"));
   }
 }
 
@@ -131,7 +132,7 @@ export class ProbeClient {
 
   /** Only side-effect-free expressions (names, attributes, literal subscripts). */
   describe(expr: string, frameId: number): Promise<Describe> {
-    if (!isSafeExpression(expr)) return Promise.reject(new Error(`not evaluated (not a plain name/attribute/subscript): ${expr}`));
+    if (!isSafeExpression(expr)) return Promise.reject(new Error(l10n.t("not evaluated (not a plain name/attribute/subscript): {0}", expr)));
     return this.call<Describe>(`describe_expr_json(${pythonString(expr)}, globals(), locals())`, frameId);
   }
 }

@@ -2,6 +2,7 @@
 // each one injects into the stopped debuggee (after the probe), the call that reads it, and
 // the analysis that turns the answer into the report's JSON, which stays stridelens' own
 // Python (`launch.py --analyze KIND`, the same function `inspect` uses).
+import * as l10n from "@vscode/l10n";
 import type { RuntimeController, StoppedFrame } from "./controller";
 
 export type ReportKind = "grads" | "cuda-summary" | "diff-steps";
@@ -55,9 +56,9 @@ export async function readStepDiff(
   await frame.client.callModule(frame.frameId, modules, "begin_json(locals())");
   let f = frame;
   for (let hit = 1; hit <= n; hit++) {
-    progress(`running to hit ${hit} of ${n} of line ${frame.line}…`);
+    progress(l10n.t("running to hit {0} of {1} of line {2}…", hit, n, frame.line));
     const next = await ctl.continueToSameLine(f, STEP_TIMEOUT_MS);
-    if (!next) throw new Error(`the program ended after ${hit - 1} of ${n} steps`);
+    if (!next) throw new Error(l10n.t("the program ended after {0} of {1} steps", hit - 1, n));
     f = next;
     if (hit < n) await f.client.callModule(f.frameId, modules, "sample_json(locals())");
   }

@@ -4,6 +4,7 @@
 // test/storagePicture.test.ts checks it against the Python renderer itself (random layouts)
 // and against the cases of tests/analysis/test_storage_picture.py. Pure: no VS Code imports;
 // the webview bundles it too (src/runtime/webview/).
+import * as l10n from "@vscode/l10n";
 import type { Describe } from "./facts";
 import { humanBytes, tuple } from "./format";
 
@@ -13,7 +14,7 @@ export const GRID_MAX_ROWS = 8;
 export const USED = "█";
 export const FREE = "░";
 export const SPREAD = "▒";
-const BAR_LABEL = "storage ▕";
+const barLabel = (): string => l10n.t("storage ▕");
 const BAR_CLOSE = "▏";
 
 /** What the picture needs of a tensor (storage size in elements). */
@@ -93,9 +94,31 @@ export function grouped(n: number): string {
   return Math.trunc(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
-/** `plural(12800, "element")` is "12,800 elements" (server/units.py). */
-export function plural(n: number, word: string): string {
-  return `${grouped(n)} ${n === 1 ? word : word + "s"}`;
+/** `elements(12800)` is "12,800 elements" (storage_picture._elements), in the user's language. */
+export function elements(n: number): string {
+  return n === 1 ? l10n.t("{n} element", { n: grouped(n) }) : l10n.t("{n} elements", { n: grouped(n) });
+}
+
+const WIDE: [number, number][] = [
+  [0x1100, 0x115f], [0x2e80, 0x303e], [0x3041, 0x33ff], [0x3400, 0x4dbf], [0x4e00, 0x9fff], [0xa000, 0xa4cf], [0xac00, 0xd7a3],
+  [0xf900, 0xfaff], [0xfe30, 0xfe4f], [0xff00, 0xff60], [0xffe0, 0xffe6], [0x1f300, 0x1f64f], [0x1f900, 0x1f9ff], [0x20000, 0x3fffd],
+];
+
+/** Terminal columns `text` takes: CJK characters take two (i18n.columns: East Asian Wide and Fullwidth). */
+export function columns(text: string): number {
+  let n = 0;
+  for (const ch of text) {
+    const c = ch.codePointAt(0)!;
+    n += WIDE.some(([lo, hi]) => c >= lo && c <= hi) ? 2 : 1;
+  }
+  return n;
+}
+
+/** The longest start of `text` within `width` columns. */
+function clip(text: string, width: number): string {
+  let chars = [...text];
+  while (columns(chars.join("")) > width) chars = chars.slice(0, -1);
+  return chars.join("");
 }
 
 /** Python's `f"{x:.2g}"`. */
@@ -120,7 +143,7 @@ export function percent(part: number, whole: number): string {
 }
 
 function fit(text: string, width: number): string {
-  return text.length <= width ? text : text.slice(0, width - 1) + "…";
+  return columns(text) <= width ? text : clip(text, width - 1) + "…";
 }
 
 /** Whether the layout can be pictured (known, non-empty, non-negative strides). */
@@ -150,12 +173,13 @@ export function gridPicture(l: Layout, width: number): GridPicture | null {
   const candidates = [...strides.sort((a, b) => b - a), total];
   const row = candidates.find((r) => Math.ceil(total / r) <= GRID_MAX_ROWS && 2 + r * cell <= width);
   if (row === undefined) return null;
-  const bytes = l.elementSize !== null ? ` (${humanBytes(total * l.elementSize)})` : "";
-  const rowsOf = row < total ? ` in rows of ${row}` : "";
-  let header = `storage ${total} × ${l.dtype ?? "?"}${bytes}${rowsOf}; numbers: the order this tensor reads`;
-  if (header.length > width) header = `storage ${total} × ${l.dtype ?? "?"}${bytes}${rowsOf}`;
-  const footer = fit(`offset ${l.offset}, strides ${tuple(l.strides)}${repeated ? "; some elements are read more than once" : ""}`, width);
-  return { kind: "grid", total, row, cell, readers, repeated, header: header.slice(0, width), footer };
+  const size = `${total} × ${l.dtype ?? "?"}` + (l.elementSize !== null ? ` (${humanBytes(total * l.elementSize)})` : "");
+  const rows = row < total ? l10n.t(" in rows of {n}", { n: row }) : "";
+  let header = l10n.t("storage {size}{rows}; numbers: the order this tensor reads", { size, rows });
+  if (columns(header) > width) header = l10n.t("storage {size}{rows}", { size, rows });
+  let footer = l10n.t("offset {offset}, strides {strides}", { offset: l.offset, strides: tuple(l.strides) });
+  if (repeated) footer += l10n.t("; some elements are read more than once");
+  return { kind: "grid", total, row, cell, readers, repeated, header: clip(header, width), footer: fit(footer, width) };
 }
 
 /** The to-scale bar of `cells` cells. */
@@ -180,16 +204,17 @@ export function barPicture(l: Layout, cells: number): BarPicture | null {
     read = dense ? numel : null;
   }
   const element = l.elementSize;
-  const used = read !== null ? (element ? humanBytes(read * element) : plural(read, "element")) : null;
-  const whole = element ? humanBytes(total * element) : plural(total, "element");
+  const used = read !== null ? (element ? humanBytes(read * element) : elements(read)) : null;
+  const whole = element ? humanBytes(total * element) : elements(total);
   const share = read !== null ? ` (${percent(read, total)})` : "";
   let what: string;
-  if (used !== null) what = `reads ${used} of ${whole}${share}`;
+  if (used !== null) what = l10n.t("reads {used} of {whole}{share}", { used, whole, share });
   else {
     // the tensor's own size: `numel` elements, wherever they lie in the span
-    what = `reads ${plural(numel, "element")}${element ? ` (${humanBytes(numel * element)})` : ""} spread over ${whole}`;
+    what = l10n.t("reads {size} spread over {whole}", { size: elements(numel) + (element ? ` (${humanBytes(numel * element)})` : ""), whole });
   }
-  return { kind: "bar", total, marks, first, last, used, whole, footer: `${what} from element ${grouped(first)}, strides ${tuple(l.strides)}` };
+  const footer = l10n.t("{what} from element {first}, strides {strides}", { what, first: grouped(first), strides: tuple(l.strides) });
+  return { kind: "bar", total, marks, first, last, used, whole, footer };
 }
 
 /** What the storage picture needs of a described tensor (null: its layout is not known). */
@@ -201,7 +226,7 @@ export function describedLayout(d: Describe): Layout | null {
 /** The picture for `width` text columns: the grid when one fits, else the bar (null: unknown layout). */
 export function storagePicture(l: Layout, width = 78): Picture | null {
   if (!pictured(l)) return null;
-  return gridPicture(l, width) ?? barPicture(l, Math.max(8, width - BAR_LABEL.length - BAR_CLOSE.length));
+  return gridPicture(l, width) ?? barPicture(l, Math.max(8, width - columns(barLabel()) - BAR_CLOSE.length));
 }
 
 const MARK_CHAR: Record<Mark, string> = { used: USED, free: FREE, spread: SPREAD };
@@ -210,7 +235,7 @@ const MARK_CHAR: Record<Mark, string> = { used: USED, free: FREE, spread: SPREAD
 export function pictureLines(l: Layout, width = 78): string[] {
   const p = storagePicture(l, width);
   if (!p) return [];
-  if (p.kind === "bar") return [`${BAR_LABEL}${p.marks.map((m) => MARK_CHAR[m]).join("")}${BAR_CLOSE}`, fit(p.footer, width)];
+  if (p.kind === "bar") return [`${barLabel()}${p.marks.map((m) => MARK_CHAR[m]).join("")}${BAR_CLOSE}`, fit(p.footer, width)];
   const lines = [p.header];
   for (let start = 0; start < p.total; start += p.row) {
     const row = p.readers.slice(start, Math.min(start + p.row, p.total));

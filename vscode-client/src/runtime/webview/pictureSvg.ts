@@ -2,6 +2,7 @@
 // the grid (storagePicture.gridPicture) when its rows fit that width, else the to-scale bar
 // with one cell per few pixels. One <svg> of a fixed pixel width: rows cannot wrap apart.
 // Pure string building (unit-tested); the webview calls it again when the panel resizes.
+import * as l10n from "@vscode/l10n";
 import { barPicture, gridPicture, Layout } from "../storagePicture";
 
 export const CHAR_PX = 7.5; // a column of the editor font at the panel's size (grid widths are in columns)
@@ -33,7 +34,7 @@ export function pictureView(l: Layout, widthPx: number): PictureView | null {
       const y = 1 + Math.floor(i / grid.row) * cellPx;
       const reader = grid.readers[i];
       const cls = reader === null ? "pic-free" : i === l.offset ? "pic-used pic-first" : "pic-used";
-      parts.push(`<g class="pic-cell" data-element="${i}"><title>storage element ${i}${reader === null ? ": not read" : `: read by element ${reader}`}</title>` +
+      parts.push(`<g class="pic-cell" data-element="${i}"><title>${esc(reader === null ? l10n.t("storage element {0}: not read", i) : l10n.t("storage element {0}: read by element {1}", i, reader))}</title>` +
         `<rect class="${cls}" x="${px(x)}" y="${px(y)}" width="${px(cellPx - 2)}" height="${px(cellPx - 2)}" rx="2"/>` +
         `<text class="${reader === null ? "pic-dot" : "pic-num"}" x="${px(x + (cellPx - 2) / 2)}" y="${px(y + (cellPx - 2) / 2)}" font-size="${px(font)}" text-anchor="middle" dominant-baseline="central">${reader === null ? "·" : reader}</text></g>`);
     }
@@ -66,9 +67,9 @@ export function pictureView(l: Layout, widthPx: number): PictureView | null {
     `<title>${esc(bar.footer)}</title>` +
     `<rect class="pic-free" x="0" y="0" width="${width}" height="${BAR_HEIGHT}"/>${runs.join("")}` +
     `<line class="pic-tick" x1="${px(at)}" y1="0" x2="${px(at)}" y2="${BAR_HEIGHT + 4}"/>` +
-    `<text class="pic-label" x="${px(at)}" y="${BAR_HEIGHT + 15}" text-anchor="${anchor}">${esc(bar.used ?? "view")} at element ${bar.first.toLocaleString("en-US")}</text>` +
+    `<text class="pic-label" x="${px(at)}" y="${BAR_HEIGHT + 15}" text-anchor="${anchor}">${esc(l10n.t("{0} at element {1}", bar.used ?? l10n.t("view"), bar.first.toLocaleString("en-US")))}</text>` +
     `<text class="pic-label pic-muted" x="0" y="${BAR_HEIGHT + 29}" text-anchor="start">0</text>` +
-    `<text class="pic-label pic-muted" x="${width}" y="${BAR_HEIGHT + 29}" text-anchor="end">${esc(bar.whole)} (${bar.total.toLocaleString("en-US")} elements)</text>` +
+    `<text class="pic-label pic-muted" x="${width}" y="${BAR_HEIGHT + 29}" text-anchor="end">${esc(l10n.t("{0} ({1} elements)", bar.whole, bar.total.toLocaleString("en-US")))}</text>` +
     `</svg>`;
   return { kind: "bar", svg, header: null, footer: bar.footer };
 }
