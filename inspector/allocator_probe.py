@@ -34,6 +34,11 @@ STAT_KEYS = {
 }
 
 
+def N_(message: str) -> str:
+    """Marks an English template for the catalogue (no stridelens import here; see probe.N_)."""
+    return message
+
+
 class AllocatorError(Exception):
     """A problem to report to the user as a message (not a traceback)."""
 
@@ -63,7 +68,7 @@ def _tensor_totals(ns: dict[str, Any] | None) -> dict[str, dict[str, int]]:
     """Bytes of the live storages per device (each storage once), from the diff probe's walk."""
     diff = sys.modules.get(DIFF_NAME)
     if diff is None:
-        raise AllocatorError("the stridelens diff probe is not loaded in the target")
+        raise AllocatorError(N_("the stridelens diff probe is not loaded in the target"))
     live, _ = diff._walk(ns)
     per: dict[str, dict[str, int]] = {}
     for key, n in live.bytes.items():
@@ -76,19 +81,21 @@ def _tensor_totals(ns: dict[str, Any] | None) -> dict[str, dict[str, int]]:
 def _cuda_state(torch: Any) -> tuple[str, str | None]:
     cuda = getattr(torch, "cuda", None)
     if cuda is None or getattr(getattr(torch, "version", None), "cuda", None) is None:
-        return "not_built", f"torch {getattr(torch, '__version__', '?')} is built without CUDA: a CPU-only target"
+        return "not_built", N_("torch {version} is built without CUDA: a CPU-only target").format(
+            version=getattr(torch, "__version__", "?"))
     if not cuda.is_available():
-        return "unavailable", "torch has CUDA support but no CUDA device is available (no GPU or driver)"
+        return "unavailable", N_("torch has CUDA support but no CUDA device is available (no GPU or driver)")
     if not cuda.is_initialized():
-        return "not_initialized", ("CUDA is available but this process has not used it yet: the allocator holds "
-                                   "nothing (reading it now would create a CUDA context, so it is not read)")
+        return "not_initialized", N_("CUDA is available but this process has not used it yet: the allocator "
+                                     "holds nothing (reading it now would create a CUDA context, so it is not "
+                                     "read)")
     return "ok", None
 
 
 def summary(ns: dict[str, Any] | None) -> dict[str, Any]:
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "Tensor"):
-        raise AllocatorError("the target process has not imported torch")
+        raise AllocatorError(N_("the target process has not imported torch"))
     state, why = _cuda_state(torch)
     devices: list[dict[str, Any]] = []
     backend = None
@@ -114,7 +121,7 @@ def _json(fn: Any, *args: Any) -> str:
     except AllocatorError as e:
         return json.dumps({"ok": False, "error": str(e)})
     except Exception as e:  # noqa: BLE001 -- report it; never raise into the user's process
-        return json.dumps({"ok": False, "error": f"allocator probe failed: {type(e).__name__}: {e}"})
+        return json.dumps({"ok": False, "error": N_("allocator probe failed: {error}").format(error=f"{type(e).__name__}: {e}")})
 
 
 def summary_json(ns: dict[str, Any] | None) -> str:

@@ -15,7 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
+from stridelens import i18n
+from stridelens.i18n import tr
 from stridelens.inspector import (
     cuda_report,
     explain_errors,
@@ -35,8 +38,7 @@ from stridelens.inspector.session import (
 )
 from stridelens.inspector.snapshot_cli import add_snapshot_arguments, run_snapshot
 
-EPILOG = """\
-examples:
+EPILOG_EXAMPLES = """\
   stridelens inspect --launch train.py --break train.py:42 --memory
   stridelens inspect --launch train.py --break 'train.py:42:step == 3' --expr 'x[0]' --frame
   stridelens inspect --connect 127.0.0.1:5678 --memory --top 10 --format json
@@ -47,39 +49,42 @@ examples:
   stridelens inspect --launch train.py --explain-errors
   stridelens inspect --all-ranks --launch --break train.py:42 -- torchrun --nproc-per-node 2 train.py
   stridelens inspect --all-ranks --pid 4242 --samples 3 --interval 2
-Script arguments for --launch go after `--`.
 """
+
+
+def epilog() -> str:
+    return tr("examples:") + "\n" + EPILOG_EXAMPLES + tr("Script arguments for --launch go after `--`.") + "\n"
 
 
 def register(commands: Any) -> None:
     p = commands.add_parser(
-        "inspect", help="inspect tensors in a running process (through debugpy)",
-        description="Stop a Python process under debugpy and report its tensors: one expression, "
-                    "a frame's tensors grouped by storage, or all live tensors with named leaks.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "inspect", help=tr("inspect tensors in a running process (through debugpy)"),
+        description=tr("Stop a Python process under debugpy and report its tensors: one expression, "
+                    "a frame's tensors grouped by storage, or all live tensors with named leaks."),
+        epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--launch", metavar="SCRIPT", nargs="?", const="",
-                     help="run SCRIPT under debugpy (args after --); with --all-ranks: the torchrun "
-                          "command after --")
+                     help=tr("run SCRIPT under debugpy (args after --); with --all-ranks: the torchrun "
+                          "command after --"))
     how.add_argument("--connect", metavar="HOST:PORT",
-                     help="a process that called debugpy.listen() / runs python -m debugpy --listen")
-    how.add_argument("--pid", type=int, help="inject debugpy into a running process (needs gdb)")
+                     help=tr("a process that called debugpy.listen() / runs python -m debugpy --listen"))
+    how.add_argument("--pid", type=int, help=tr("inject debugpy into a running process (needs gdb)"))
     p.add_argument("--break", dest="breaks", action="append", default=[], metavar="FILE:LINE[:COND]",
-                   help="stop there (repeatable); report at the first hit")
+                   help=tr("stop there (repeatable); report at the first hit"))
     p.add_argument("--pause", action="store_true",
-                   help="interrupt the main thread now (default for --connect/--pid without --break)")
+                   help=tr("interrupt the main thread now (default for --connect/--pid without --break)"))
     p.add_argument("--expr", action="append", default=[], metavar="EXPR",
-                   help="describe the tensor EXPR evaluates to in the stopped frame (repeatable)")
-    p.add_argument("--stats", action="store_true", help="with --expr: value statistics (reads data)")
-    p.add_argument("--frame", action="store_true", help="the frame's tensors grouped by storage")
-    p.add_argument("--memory", action="store_true", help="all live tensors, per device, top-N, leaks")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="with --memory: N largest storages")
+                   help=tr("describe the tensor EXPR evaluates to in the stopped frame (repeatable)"))
+    p.add_argument("--stats", action="store_true", help=tr("with --expr: value statistics (reads data)"))
+    p.add_argument("--frame", action="store_true", help=tr("the frame's tensors grouped by storage"))
+    p.add_argument("--memory", action="store_true", help=tr("all live tensors, per device, top-N, leaks"))
+    p.add_argument("--top", type=int, default=10, metavar="N", help=tr("with --memory: N largest storages"))
     p.add_argument("--min-pin-bytes", type=int, default=PIN_MIN_BYTES, metavar="B",
-                   help="with --memory: smallest storage worth a 'view pins storage' finding")
+                   help=tr("with --memory: smallest storage worth a 'view pins storage' finding"))
     p.add_argument("--explain-errors", action="store_true",
-                   help="with --launch: record in-place ops on tensors autograd saved; when backward "
+                   help=tr("with --launch: record in-place ops on tensors autograd saved; when backward "
                         "raises 'modified by an inplace operation', name the op that saved the tensor "
-                        "and the in-place op that changed it, with their lines (slows every op)")
+                        "and the in-place op that changed it, with their lines (slows every op)"))
     grad_reports.add_arguments(p)
     add_snapshot_arguments(p)
     step_diff.add_arguments(p)
@@ -87,47 +92,54 @@ def register(commands: Any) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     after = p.add_mutually_exclusive_group()
     after.add_argument("--continue", dest="kill", action="store_false",
-                       help="afterwards detach and let the target run (default)")
-    after.add_argument("--kill", dest="kill", action="store_true", help="afterwards end the target")
+                       help=tr("afterwards detach and let the target run (default)"))
+    after.add_argument("--kill", dest="kill", action="store_true", help=tr("afterwards end the target"))
     p.add_argument("--timeout", type=float, default=60.0, metavar="S",
-                   help="seconds to wait for attach / the breakpoint / the explained error (default 60)")
+                   help=tr("seconds to wait for attach / the breakpoint / the explained error (default 60)"))
     p.add_argument("--allow-remote", action="store_true",
-                   help="allow a non-loopback --connect address (debugpy runs code for any client)")
-    p.add_argument("--python", metavar="PATH", help="interpreter for --launch / the PID injector")
+                   help=tr("allow a non-loopback --connect address (debugpy runs code for any client)"))
+    p.add_argument("--python", metavar="PATH", help=tr("interpreter for --launch / the PID injector"))
     p.add_argument("--all-ranks", action="store_true",
-                   help="every rank of a torchrun job: --launch -- torchrun ..., or --pid of the agent or "
-                        "any worker; reports merged across ranks")
+                   help=tr("every rank of a torchrun job: --launch -- torchrun ..., or --pid of the agent or "
+                        "any worker; reports merged across ranks"))
     p.add_argument("--samples", type=int, default=1, metavar="N",
-                   help="with --all-ranks: read memory at N stops (the next hits of --break, or pauses "
-                        "--interval apart) to find a rank whose memory grows")
+                   help=tr("with --all-ranks: read memory at N stops (the next hits of --break, or pauses "
+                        "--interval apart) to find a rank whose memory grows"))
     p.add_argument("--interval", type=float, default=1.0, metavar="S",
-                   help="with --all-ranks --pause: seconds between samples (default 1)")
+                   help=tr("with --all-ranks --pause: seconds between samples (default 1)"))
     p.add_argument("script_args", nargs="*", help=argparse.SUPPRESS)
     p.set_defaults(handler=run, kill=False)  # store_false on --continue would default it to True
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "json":
+        with i18n.english():  # the machine interface: the same report in every language
+            return _run_reporting(args)
+    return _run_reporting(args)
+
+
+def _run_reporting(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
         return _run(args, err)
     except UsageError as e:
-        err.print(f"[red]stridelens inspect:[/red] {e}")
+        err.print(Text.assemble((tr("stridelens inspect:"), "red"), " ", str(e)))
         return 2
     except InspectError as e:
-        err.print(f"[red]stridelens inspect:[/red] {e}")
+        err.print(Text.assemble((tr("stridelens inspect:"), "red"), " ", str(e)))
         return 1
 
 
 def _run(args: argparse.Namespace, err: Console) -> int:
     if args.all_ranks:
         if step_diff.requested(args) or cuda_report.requested(args):
-            raise UsageError("--diff-steps and --cuda-summary read one process; not with --all-ranks "
-                             "(its merged report has each rank's CUDA numbers; --samples follows growth)")
+            raise UsageError(tr("--diff-steps and --cuda-summary read one process; not with --all-ranks "
+                                "(its merged report has each rank's CUDA numbers; --samples follows growth)"))
         return rank_cli.run_all_ranks(args, err)
     if args.launch == "":
-        raise UsageError("--launch needs SCRIPT (or: --all-ranks --launch -- torchrun ...)")
+        raise UsageError(tr("--launch needs SCRIPT (or: --all-ranks --launch -- torchrun ...)"))
     if args.samples != 1:
-        raise UsageError("--samples needs --all-ranks")
+        raise UsageError(tr("--samples needs --all-ranks"))
     if (code := run_snapshot(args, err)) is not None:
         return code
     if args.explain_errors:
@@ -135,17 +147,17 @@ def _run(args: argparse.Namespace, err: Console) -> int:
     breaks = [Breakpoint.parse(b) for b in args.breaks]
     address = parse_address(args.connect, args.allow_remote) if args.connect else None
     if args.launch and not breaks:
-        raise UsageError("--launch needs at least one --break FILE:LINE")
+        raise UsageError(tr("--launch needs at least one --break FILE:LINE"))
     if args.top < 0:
-        raise UsageError("--top must be >= 0")
+        raise UsageError(tr("--top must be >= 0"))
     if args.script_args and not args.launch:
-        raise UsageError(f"unexpected arguments: {' '.join(args.script_args)}")
+        raise UsageError(tr("unexpected arguments: {arguments}").format(arguments=" ".join(args.script_args)))
     step_diff.check_usage(args)
     if not (args.expr or args.frame or args.memory or grad_reports.requested(args)
             or step_diff.requested(args) or cuda_report.requested(args)):
         args.frame = True
 
-    with Session(timeout=args.timeout) as s, _status(err, "starting") as status:
+    with Session(timeout=args.timeout) as s, _status(err, tr("starting")) as status:
         s.progress = lambda msg: status.update(msg) if status else None
         if args.launch:
             s.launch(os.path.abspath(args.launch), args.script_args, python=args.python)
@@ -153,15 +165,15 @@ def _run(args: argparse.Namespace, err: Console) -> int:
             s.connect(*address)
         else:
             s.attach_pid(args.pid, python=args.python)
-        s.progress("configuring the debug session")
+        s.progress(tr("configuring the debug session"))
         s.handshake(breaks)
         if breaks and not args.pause:
-            s.progress("waiting for a breakpoint")
+            s.progress(tr("waiting for a breakpoint"))
             s.wait_stop()
         else:
-            s.progress("pausing the target")
+            s.progress(tr("pausing the target"))
             s.pause()
-        s.progress("injecting the probe")
+        s.progress(tr("injecting the probe"))
         target = s.ensure_probe()
         diff = step_diff.run_steps(s, args)  # moves the target on to the second stop
         report: dict[str, Any] = {
@@ -183,7 +195,7 @@ def _run(args: argparse.Namespace, err: Console) -> int:
         if args.frame:
             report["frame"] = s.frame_report()
         if args.memory:
-            s.progress("walking live tensors")
+            s.progress(tr("walking live tensors"))
             report["memory"] = s.process_report(args.top, args.min_pin_bytes)
         failed = grad_reports.collect(s, args, report) or failed
         cuda_report.collect(s, args, report)
@@ -218,16 +230,16 @@ def _print_and_leave(
 
 def _run_explain(args: argparse.Namespace, err: Console) -> int:
     if not args.launch:
-        raise UsageError("--explain-errors needs --launch SCRIPT (recording starts before its first line)")
+        raise UsageError(tr("--explain-errors needs --launch SCRIPT (recording starts before its first line)"))
     given = [flag for flag, on in (("--break", args.breaks), ("--pause", args.pause), ("--expr", args.expr),
                                    ("--frame", args.frame), ("--memory", args.memory), ("--stats", args.stats),
                                    ("--grads", args.grads), ("--graph", args.graph),
                                    ("--diff-steps", args.diff_steps), ("--cuda-summary", args.cuda_summary))
              if on]
     if given:
-        raise UsageError(f"--explain-errors stops at the error by itself; drop {', '.join(given)}")
+        raise UsageError(tr("--explain-errors stops at the error by itself; drop {flags}").format(flags=", ".join(given)))
     script = os.path.abspath(args.launch)
-    with Session(timeout=args.timeout) as s, _status(err, "starting") as status:
+    with Session(timeout=args.timeout) as s, _status(err, tr("starting")) as status:
         s.progress = lambda msg: status.update(msg) if status else None
         s.launch(script, args.script_args, python=args.python)
         report = explain_errors.explain(s, script, timeout=args.timeout)

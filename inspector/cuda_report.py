@@ -14,15 +14,21 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from stridelens.i18n import N_, ntr, tr
 from stridelens.inspector import allocator_probe, diff_probe
-from stridelens.server.units import human_bytes, plural
+from stridelens.inspector.target_text import from_target
+from stridelens.server.units import human_bytes
+
+ROW_NAMES = {"allocated": N_("allocated"), "reserved": N_("reserved"), "peak": N_("peak"),
+             "inactive_split": N_("inactive split"), "alloc_retries": N_("alloc retries"), "ooms": N_("ooms"),
+             "tensor_share": N_("tensor share"), "backend": N_("backend"), "missing": N_("missing")}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cuda-summary", action="store_true",
-                   help="the CUDA allocator explained: allocated, reserved, peak, inactive split bytes, "
+                   help=tr("the CUDA allocator explained: allocated, reserved, peak, inactive split bytes, "
                         "allocation retries, OOMs, and the share the live tensors account for; on a "
-                        "CPU-only target the process RSS next to the tensor totals")
+                        "CPU-only target the process RSS next to the tensor totals"))
 
 
 def requested(args: argparse.Namespace) -> bool:
@@ -48,37 +54,48 @@ def explain_device(d: dict[str, Any], tensor_bytes: int, backend: str | None) ->
     alloc, reserved, cached = d["allocated"], d["reserved"], d["reserved"] - d["allocated"]
     rows = [
         {"name": "allocated", "bytes": alloc, "meaning":
-            f"{human_bytes(alloc)} is held by live tensors on {d['device']} (the allocator's blocks in use, "
-            "rounded up to its 512-byte granularity)"},
+            tr("{bytes} is held by live tensors on {device} (the allocator's blocks in use, rounded up to its "
+               "512-byte granularity)").format(bytes=human_bytes(alloc), device=d["device"])},
         {"name": "reserved", "bytes": reserved, "meaning":
-            f"{human_bytes(reserved)} is taken from the driver by the caching allocator; {human_bytes(cached)} of it "
-            "is cached and reusable: not a leak; torch.cuda.empty_cache() returns it to the driver"},
+            tr("{bytes} is taken from the driver by the caching allocator; {cached} of it is cached and "
+               "reusable: not a leak; torch.cuda.empty_cache() returns it to the driver").format(
+                bytes=human_bytes(reserved), cached=human_bytes(cached))},
         {"name": "peak", "bytes": d["peak"], "meaning":
-            f"{human_bytes(d['peak'])} was allocated at the highest point (since the start or the last "
-            "torch.cuda.reset_peak_memory_stats()): the least memory this run needs"},
+            tr("{bytes} was allocated at the highest point (since the start or the last "
+               "torch.cuda.reset_peak_memory_stats()): the least memory this run needs").format(
+                bytes=human_bytes(d["peak"]))},
         {"name": "inactive_split", "bytes": d["inactive_split"], "meaning":
-            f"{human_bytes(d['inactive_split'])} in {plural(d['inactive_split_blocks'], 'block')} is free but "
-            "inside partly used segments, so it cannot be returned and only fits smaller requests: "
-            "fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces it)"},
+            ntr("{bytes} in {n} block is free but inside partly used segments, so it cannot be returned and "
+                "only fits smaller requests: fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "reduces it)",
+                "{bytes} in {n} blocks is free but inside partly used segments, so it cannot be returned and "
+                "only fits smaller requests: fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                "reduces it)", d["inactive_split_blocks"]).format(
+                bytes=human_bytes(d["inactive_split"]), n=f"{d['inactive_split_blocks']:,}")},
         {"name": "alloc_retries", "count": d["alloc_retries"], "meaning":
-            f"{plural(d['alloc_retries'], 'cudaMalloc call')} failed and succeeded only after the allocator "
-            "freed its cache and synchronized: this run is at its memory limit" if d["alloc_retries"] else
-            "no cudaMalloc call has failed: the allocator never had to free its cache to make room"},
+            ntr("{n} cudaMalloc call failed and succeeded only after the allocator freed its cache and "
+                "synchronized: this run is at its memory limit",
+                "{n} cudaMalloc calls failed and succeeded only after the allocator freed its cache and "
+                "synchronized: this run is at its memory limit", d["alloc_retries"]).format(
+                n=f"{d['alloc_retries']:,}") if d["alloc_retries"] else
+            tr("no cudaMalloc call has failed: the allocator never had to free its cache to make room")},
         {"name": "ooms", "count": d["ooms"], "meaning":
-            f"{plural(d['ooms'], 'out-of-memory error')} raised in this process (caught, since it still runs)"
-            if d["ooms"] else "no out-of-memory error has been raised in this process"},
+            ntr("{n} out-of-memory error raised in this process (caught, since it still runs)",
+                "{n} out-of-memory errors raised in this process (caught, since it still runs)",
+                d["ooms"]).format(n=f"{d['ooms']:,}")
+            if d["ooms"] else tr("no out-of-memory error has been raised in this process")},
         {"name": "tensor_share", "bytes": tensor_bytes, "share": _share(tensor_bytes, alloc), "meaning":
-            f"the live tensors stridelens finds (variables, containers, gradients, saved by graphs; each "
-            f"storage once) hold {human_bytes(tensor_bytes)}, {_pct(_share(tensor_bytes, alloc))} of allocated; "
-            "the rest belongs to tensors with no Python object (C++ caches, cuBLAS workspaces, freed-but-"
-            "not-yet-synced blocks) or to rounding"},
+            tr("the live tensors stridelens finds (variables, containers, gradients, saved by graphs; each "
+               "storage once) hold {bytes}, {percent} of allocated; the rest belongs to tensors with no Python "
+               "object (C++ caches, cuBLAS workspaces, freed-but-not-yet-synced blocks) or to rounding").format(
+                bytes=human_bytes(tensor_bytes), percent=_pct(_share(tensor_bytes, alloc)))},
     ]
     if backend == "cudaMallocAsync":
-        rows.append({"name": "backend", "meaning": "the cudaMallocAsync backend leaves several of these "
-                                                   "counters at zero (torch documents which)"})
+        rows.append({"name": "backend", "meaning": tr("the cudaMallocAsync backend leaves several of these "
+                                                      "counters at zero (torch documents which)")})
     if d["missing_keys"]:
-        rows.append({"name": "missing", "meaning": "this torch's memory_stats() lacks "
-                                                   + ", ".join(d["missing_keys"]) + " (read as 0)"})
+        rows.append({"name": "missing", "meaning": tr("this torch's memory_stats() lacks {keys} (read as 0)").format(
+            keys=", ".join(d["missing_keys"]))})
     return rows
 
 
@@ -101,40 +118,44 @@ def collect(s: Any, args: argparse.Namespace, report: dict[str, Any]) -> None:
         return
     s.inject(diff_probe.__file__, diff_probe.PRIVATE_NAME, diff_probe.FILENAME)
     s.inject(allocator_probe.__file__, allocator_probe.PRIVATE_NAME, allocator_probe.FILENAME)
-    s.progress("reading the allocator")
+    s.progress(tr("reading the allocator"))
     report["cuda_summary"] = analyze(s.call_probe("summary_json(locals())", module=allocator_probe.PRIVATE_NAME))
 
 
 def summary_group(r: dict[str, Any]) -> Group:
-    parts: list[Any] = [Text("Memory explained", style="bold")]
+    parts: list[Any] = [Text(tr("Memory explained"), style="bold")]
     if r["cuda"] != "ok":
-        parts.append(Text(f"No CUDA numbers: {r['cuda_message']}.", style="yellow"))
+        parts.append(Text(tr("No CUDA numbers: {why}.").format(why=from_target(r["cuda_message"])), style="yellow"))
     elif not r["devices"]:
-        parts.append(Text("CUDA is initialized but no device has memory reserved.", style="yellow"))
+        parts.append(Text(tr("CUDA is initialized but no device has memory reserved."), style="yellow"))
     for d in r["devices"]:
         t = Table(box=box.SIMPLE_HEAD, title=d["device"], title_justify="left")
         t.add_column("", no_wrap=True)
-        t.add_column("value", justify="right", no_wrap=True)
-        t.add_column("what it means")
+        t.add_column(tr("value"), justify="right", no_wrap=True)
+        t.add_column(tr("what it means"))
         for e in d["explained"]:
             value = _b(e["bytes"]) if "bytes" in e else str(e["count"]) if "count" in e else ""
-            t.add_row(e["name"].replace("_", " "), value, e["meaning"])
+            name = tr(ROW_NAMES[e["name"]]) if e["name"] in ROW_NAMES else e["name"].replace("_", " ")
+            t.add_row(name, value, e["meaning"])
         parts.append(t)
     proc = r["process"]
     cpu = r["cpu_tensor_bytes"]
     if proc["rss"] is not None:
-        parts.append(Text(
-            f"process RSS {_b(proc['rss'])} (peak {human_bytes(proc['peak_rss'] or 0)}): the resident memory of "
-            f"the whole process (Python, torch's libraries, allocator caches); live CPU tensors hold "
-            f"{_b(cpu)}, {_pct(r['cpu_tensor_share_of_rss'])} of it"))
+        parts.append(Text(tr(
+            "process RSS {rss} (peak {peak}): the resident memory of the whole process (Python, torch's "
+            "libraries, allocator caches); live CPU tensors hold {cpu}, {percent} of it").format(
+            rss=_b(proc["rss"]), peak=human_bytes(proc["peak_rss"] or 0), cpu=_b(cpu),
+            percent=_pct(r["cpu_tensor_share_of_rss"]))))
     elif proc["peak_rss"] is not None:
-        parts.append(Text(f"process peak RSS {_b(proc['peak_rss'])} (current RSS not readable here); live CPU "
-                          f"tensors hold {_b(cpu)}"))
+        parts.append(Text(tr("process peak RSS {peak} (current RSS not readable here); live CPU tensors hold "
+                             "{cpu}").format(peak=_b(proc["peak_rss"]), cpu=_b(cpu))))
     else:
-        parts.append(Text(f"process RSS not readable on this platform; live CPU tensors hold {_b(cpu)}"))
+        parts.append(Text(tr("process RSS not readable on this platform; live CPU tensors hold {cpu}").format(cpu=_b(cpu))))
     others = {dev: v for dev, v in r["tensors"].items() if dev != "cpu" and not dev.startswith("cuda")}
     for dev, v in sorted(others.items()):
-        parts.append(Text(f"{dev} tensors: {_b(v['bytes'])} in {plural(v['storages'], 'storage')}", style="dim"))
+        parts.append(Text(tr("{device} tensors: {bytes} in {storages}").format(
+            device=dev, bytes=_b(v["bytes"]),
+            storages=ntr("{n} storage", "{n} storages", v["storages"]).format(n=f"{v['storages']:,}")), style="dim"))
     return Group(*parts)
 
 

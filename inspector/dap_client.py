@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from stridelens.i18n import tr
+
 
 class DapError(Exception):
     """A request the adapter answered with success=false."""
@@ -73,7 +75,7 @@ class DapClient:
             except OSError as e:
                 last = e
                 time.sleep(0.1)
-        raise DapTimeout(f"could not connect to {host}:{port}: {last}")
+        raise DapTimeout(tr("could not connect to {address}: {error}").format(address=f"{host}:{port}", error=last))
 
     # ------------------------------------------------------------------ wire
 
@@ -133,7 +135,7 @@ class DapClient:
             try:
                 self._sock.sendall(b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
             except OSError as e:
-                raise DapClosed(f"connection to the debug adapter lost: {e}") from e
+                raise DapClosed(tr("connection to the debug adapter lost: {error}").format(error=e)) from e
             return self._seq
 
     # ------------------------------------------------------------------ API
@@ -145,18 +147,19 @@ class DapClient:
     def send_request(self, command: str, arguments: dict[str, Any] | None = None) -> int:
         """Send without waiting (e.g. `attach`, answered only after configurationDone)."""
         if self._closed:
-            raise DapClosed(f"{command}: the debug adapter closed the connection (debuggee gone?)")
+            raise DapClosed(tr("{command}: the debug adapter closed the connection (debuggee gone?)").format(command=command))
         return self._send({"type": "request", "command": command, "arguments": arguments or {}},
                           _Pending())
 
     def wait_response(self, seq: int, command: str, timeout: float) -> dict[str, Any]:
         pending = self._pending[seq]
         if not pending.done.wait(timeout):
-            raise DapTimeout(f"{command}: no answer from the debug adapter within {timeout:g} s")
+            raise DapTimeout(tr("{command}: no answer from the debug adapter within {seconds} s").format(
+                command=command, seconds=f"{timeout:g}"))
         del self._pending[seq]
         msg = pending.message
         if msg is None:
-            raise DapClosed(f"{command}: the debug adapter closed the connection (debuggee gone?)")
+            raise DapClosed(tr("{command}: the debug adapter closed the connection (debuggee gone?)").format(command=command))
         if not msg.get("success", False):
             body = msg.get("body") or {}
             err = (body.get("error") or {}).get("format") if isinstance(body, dict) else None
@@ -188,10 +191,11 @@ class DapClient:
                         return i, self._events[i]
                     i += 1
                 if self._closed:
-                    raise DapClosed("the debug adapter closed the connection (debuggee gone?)")
+                    raise DapClosed(tr("the debug adapter closed the connection (debuggee gone?)"))
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise DapTimeout(f"no {'/'.join(sorted(names))} event within {timeout:g} s")
+                    raise DapTimeout(tr("no {events} event within {seconds} s").format(
+                        events="/".join(sorted(names)), seconds=f"{timeout:g}"))
                 self._cond.wait(left)
 
     def close(self) -> None:

@@ -45,6 +45,11 @@ VARIABLE, MODULE, GRADIENT, OPTIMIZER, CONTAINER, GRAPH, OTHER = (
 _state: dict[str, Any] = {}  # between begin and end; see the module docstring
 
 
+def N_(message: str) -> str:
+    """Marks an English template for the catalogue (no stridelens import here; see probe.N_)."""
+    return message
+
+
 class DiffError(Exception):
     """A problem to report to the user as a message (not a traceback)."""
 
@@ -52,14 +57,14 @@ class DiffError(Exception):
 def _torch() -> Any:
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "Tensor"):
-        raise DiffError("the target process has not imported torch")
+        raise DiffError(N_("the target process has not imported torch"))
     return torch
 
 
 def _probe() -> Any:
     p = sys.modules.get(PROBE_NAME)
     if p is None:
-        raise DiffError("the stridelens probe is not loaded in the target")
+        raise DiffError(N_("the stridelens probe is not loaded in the target"))
     return p
 
 
@@ -291,7 +296,7 @@ def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> 
         pnames = _param_names(torch, probe, ns)
         for gid, owner in live.grad_owner.items():
             k = live.key_of.get(gid)
-            label = (GRADIENT, f"{pnames.get(id(owner), 'an unnamed leaf')}.grad")
+            label = (GRADIENT, N_("{owner}.grad").format(owner=pnames.get(id(owner), N_("an unnamed leaf"))))
             if k is not None and (k not in out or _RANK[out[k][0]] > _RANK[GRADIENT]):
                 out[k] = label
     # Unnamed tensors inside lists / deques / dicts that no name reaches directly (self.history).
@@ -315,7 +320,7 @@ def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> 
         biggest = sorted(found.values(), key=len, reverse=True)[:NAMED_CONTAINERS]
         names = _container_names(biggest, ns_dicts | {id(found), id(holds)}) if biggest else {}
         for k, cid in holds.items():
-            out[k] = (CONTAINER, names.get(cid) or f"an unnamed {type(found[cid]).__name__}")
+            out[k] = (CONTAINER, names.get(cid) or N_("an unnamed {kind}").format(kind=type(found[cid]).__name__))
         found.clear()
         del biggest, o
     # Graphs last: a root with a name (by kind) claims the saved tensors it shares with others.
@@ -324,8 +329,8 @@ def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> 
         if key in out:
             continue
         via = out.get(live.key_of.get(id(root), 0))
-        out[key] = (GRAPH, f"graph of {via[1]}" if via else "a graph with no named root")
-    nobody = (OTHER, "no name or container reaches it")
+        out[key] = (GRAPH, N_("graph of {name}").format(name=via[1]) if via else N_("a graph with no named root"))
+    nobody = (OTHER, N_("no name or container reaches it"))
     for key in live.bytes.keys() - out.keys():
         out[key] = nobody
     return out
@@ -383,7 +388,7 @@ def begin(ns: dict[str, Any] | None) -> dict[str, Any]:
 
 def sample(ns: dict[str, Any] | None) -> dict[str, Any]:
     if "bytes" not in _state:
-        raise DiffError("no first stop recorded (begin was not called)")
+        raise DiffError(N_("no first stop recorded (begin was not called)"))
     totals = _record(ns)
     _state.pop("last", None)
     return totals
@@ -391,7 +396,7 @@ def sample(ns: dict[str, Any] | None) -> dict[str, Any]:
 
 def end(ns: dict[str, Any] | None) -> dict[str, Any]:
     if "bytes" not in _state:
-        raise DiffError("no first stop recorded (begin was not called)")
+        raise DiffError(N_("no first stop recorded (begin was not called)"))
     try:
         _record(ns)
         stops: list[dict[str, Any]] = _state["stops"]
@@ -440,7 +445,7 @@ def _json(fn: Any, *args: Any) -> str:
     except DiffError as e:
         return json.dumps({"ok": False, "error": str(e)})
     except Exception as e:  # noqa: BLE001 -- report it; never raise into the user's process
-        return json.dumps({"ok": False, "error": f"diff probe failed: {type(e).__name__}: {e}"})
+        return json.dumps({"ok": False, "error": N_("diff probe failed: {error}").format(error=f"{type(e).__name__}: {e}")})
 
 
 def begin_json(ns: dict[str, Any] | None) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from stridelens.i18n import tr
 from stridelens.inspector import inplace_recorder as recorder
 from stridelens.inspector.dap_client import DapTimeout
 from stridelens.inspector.session import Breakpoint, InspectError, Session
@@ -32,10 +33,10 @@ def entry_line(path: str) -> int:
         with open(path, "rb") as f:
             code = compile(f.read(), path, "exec")
     except (SyntaxError, ValueError, OSError) as e:
-        raise InspectError(f"--launch {path}: cannot compile the script ({e})") from e
+        raise InspectError(tr("--launch {path}: cannot compile the script ({error})").format(path=path, error=e)) from e
     lines = [ln for _s, _e, ln in code.co_lines() if ln is not None and ln > 0]
     if not lines:
-        raise InspectError(f"--launch {path}: the script has no code")
+        raise InspectError(tr("--launch {path}: the script has no code").format(path=path))
     return min(lines)
 
 
@@ -48,17 +49,17 @@ def explain(s: Session, script: str, timeout: float) -> dict[str, Any]:
 
     Returns the report: `target`, `stop` (None unless the error occurred) and `explain_errors`.
     The target is left stopped at the error (the caller finishes the session)."""
-    s.progress("configuring the debug session")
+    s.progress(tr("configuring the debug session"))
     s.handshake([Breakpoint(script, entry_line(script))])
-    s.progress("starting the script")
+    s.progress(tr("starting the script"))
     s.wait_stop()
-    s.progress("installing the in-place recorder")
+    s.progress(tr("installing the in-place recorder"))
     s.inject(recorder.__file__, recorder.PRIVATE_NAME, recorder.FILENAME)
     installed = _call(s, "install_json()", timeout=max(INSTALL_TIMEOUT, s.timeout))
     target = s.ensure_probe()
     s.clear_breakpoints()
     s.break_on_raised(STOP_EXCEPTIONS)
-    s.progress("running the script until the in-place error")
+    s.progress(tr("running the script until the in-place error"))
     s.resume()
 
     deadline = time.monotonic() + timeout
@@ -83,7 +84,7 @@ def explain(s: Session, script: str, timeout: float) -> dict[str, Any]:
         others.add(found["exception_id"])
         s.resume()
 
-    s.progress("naming the tensor in the script's frames")
+    s.progress(tr("naming the tensor in the script's frames"))
     frames = s.stack()
     tensor = found.get("tensor")
     for fr in frames if tensor is not None else []:

@@ -34,8 +34,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from stridelens.i18n import N_, ntr, tr
 from stridelens.inspector import grads_probe
-from stridelens.server.units import human_bytes, plural
+from stridelens.inspector.target_text import from_target
+from stridelens.server.units import human_bytes
 
 COLLAPSE = 1e-3  # |grad layer| / |grad next layer| below this: gradients collapse there
 EXPLODE = 1e3  # ... above this: they explode there
@@ -46,12 +48,12 @@ SAVED_SHOWN = 4  # saved tensors listed per node
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grads", action="store_true",
-                   help="gradient health of the frame's nn.Modules: per parameter grad norm, grad/weight "
+                   help=tr("gradient health of the frame's nn.Modules: per parameter grad norm, grad/weight "
                         "ratio, NaN/Inf, zeros, missing grads; names the layer where norms collapse or "
-                        "explode (reads gradient values)")
+                        "explode (reads gradient values)"))
     p.add_argument("--graph", action="append", default=[], metavar="EXPR",
-                   help="the autograd graph behind the tensor EXPR as a tree: ops, saved tensors and "
-                        "their bytes, leaf parameters by name (repeatable)")
+                   help=tr("the autograd graph behind the tensor EXPR as a tree: ops, saved tensors and "
+                        "their bytes, leaf parameters by name (repeatable)"))
 
 
 def requested(args: argparse.Namespace) -> bool:
@@ -71,7 +73,7 @@ def collect(s: Any, args: argparse.Namespace, report: dict[str, Any]) -> bool:
     s.inject(grads_probe.__file__, grads_probe.PRIVATE_NAME, grads_probe.FILENAME)
     failed = False
     if args.grads:
-        s.progress("reading gradients")
+        s.progress(tr("reading gradients"))
         report["grads"] = analyze(_call(s, "grads_json(globals(), locals())"))
     if args.graph:
         report["graphs"] = []
@@ -130,42 +132,50 @@ def analyze(g: dict[str, Any]) -> dict[str, Any]:
             kind = "collapse" if r < COLLAPSE else "explode" if r > EXPLODE else None
             if kind:
                 a["finding"] = kind
+                text = (tr("gradients collapse at {layer}: grad norm {norm} is {ratio} × that of the next "
+                           "layer {next} ({next_norm}); rule: ratio < {limit}") if kind == "collapse" else
+                        tr("gradients explode at {layer}: grad norm {norm} is {ratio} × that of the next "
+                           "layer {next} ({next_norm}); rule: ratio > {limit}"))
                 findings.append({
                     "kind": kind, "layer": a["layer"], "next_layer": b["layer"], "ratio": r,
-                    "message": f"gradients {kind} at {a['layer']}: grad norm {a['grad_norm']:.3g} is "
-                               f"{r:.3g} × that of the next layer {b['layer']} ({b['grad_norm']:.3g}); "
-                               f"rule: ratio {'<' if kind == 'collapse' else '>'} "
-                               f"{COLLAPSE if kind == 'collapse' else EXPLODE:g}"})
+                    "message": text.format(layer=a["layer"], norm=f"{a['grad_norm']:.3g}", ratio=f"{r:.3g}",
+                                           next=b["layer"], next_norm=f"{b['grad_norm']:.3g}",
+                                           limit=f"{COLLAPSE if kind == 'collapse' else EXPLODE:g}")})
         bad = [r for r in rows if r["model"] == model and (r["nan"] or 0) + (r["inf"] or 0)]
         if bad:
             nearest = bad[-1]
+            listed = ", ".join(f"{r['name']} ({r['nan']} NaN, {r['inf']} Inf)" for r in bad[:6]) + (
+                " …" if len(bad) > 6 else "")
             findings.append({
                 "kind": "nonfinite", "layer": nearest["layer"], "params": [r["name"] for r in bad],
-                "message": f"NaN/Inf gradients in {plural(len(bad), 'parameter')}: "
-                           + ", ".join(f"{r['name']} ({r['nan']} NaN, {r['inf']} Inf)" for r in bad[:6])
-                           + (" …" if len(bad) > 6 else "")
-                           + f"; nearest the loss (last in module order): {nearest['name']}"})
+                "message": ntr("NaN/Inf gradients in {n} parameter: {params}; nearest the loss (last in module "
+                               "order): {nearest}",
+                               "NaN/Inf gradients in {n} parameters: {params}; nearest the loss (last in module "
+                               "order): {nearest}", len(bad)).format(
+                    n=f"{len(bad):,}", params=listed, nearest=nearest["name"])})
     zero = [L["layer"] for L in layers if L["status"] == "zero"]
     if zero:
         findings.append({"kind": "zero", "layer": zero[0], "layers": zero,
-                         "message": f"every gradient entry is exactly 0 in {', '.join(zero[:6])}"
-                                    f"{' …' if len(zero) > 6 else ''} (saturated or dead activations, a "
-                                    "masked branch, or zero_grad() after backward)"})
+                         "message": tr("every gradient entry is exactly 0 in {layers} (saturated or dead "
+                                       "activations, a masked branch, or zero_grad() after backward)").format(
+                             layers=", ".join(zero[:6]) + (" …" if len(zero) > 6 else ""))})
     missing = [r for r in rows if not r["grad"] and r["requires_grad"]]
-    for reason, text in (("not_in_graph", "not in the graph of {graphs}: its output was detached, or it was "
-                                          "not used in the forward"),
-                         ("in_graph", "in the graph of {graphs} but has no grad: backward has not run through "
-                                      "it yet, or zero_grad() set it to None"),
-                         ("no_graph", "never reached by backward: a broken graph (detach, .data, no_grad), "
-                                      "unused in the forward, or backward not run yet")):
+    for reason, text in (("not_in_graph", N_("not in the graph of {graphs}: its output was detached, or it was "
+                                             "not used in the forward")),
+                         ("in_graph", N_("in the graph of {graphs} but has no grad: backward has not run "
+                                         "through it yet, or zero_grad() set it to None")),
+                         ("no_graph", N_("never reached by backward: a broken graph (detach, .data, no_grad), "
+                                         "unused in the forward, or backward not run yet"))):
         mine = [r for r in missing if r["none_reason"] == reason]
         if mine:
-            graphs = ", ".join(f"`{n}`" for n in (mine[0]["graphs"] or g["graph_roots"])[:3]) or "the frame"
+            graphs = ", ".join(f"`{n}`" for n in (mine[0]["graphs"] or g["graph_roots"])[:3]) or tr("the frame")
             findings.append({"kind": "no_grad", "reason": reason, "params": [r["name"] for r in mine],
                              "layer": mine[0]["layer"],
-                             "message": f"grad is None for {plural(len(mine), 'parameter')} "
-                                        f"({', '.join(r['name'] for r in mine[:6])}{' …' if len(mine) > 6 else ''}): "
-                                        + text.format(graphs=graphs)})
+                             "message": ntr("grad is None for {n} parameter ({params}): {why}",
+                                            "grad is None for {n} parameters ({params}): {why}", len(mine)).format(
+                                 n=f"{len(mine):,}",
+                                 params=", ".join(r["name"] for r in mine[:6]) + (" …" if len(mine) > 6 else ""),
+                                 why=tr(text).format(graphs=graphs))})
     frozen = [r for r in rows if not r["requires_grad"]]
     finite = [L for L in layers if L["status"] == "ok" and L["grad_norm"]]
     span = None
@@ -205,28 +215,30 @@ def _num(v: float | None) -> str:
     return "—" if v is None else f"{v:.3g}"
 
 
-_NONE_TEXT = {"frozen": "frozen", "in_graph": "None (in graph, not reached yet)",
-              "not_in_graph": "None (not in the graph)", "no_graph": "None (never reached)"}
+_NONE_TEXT = {"frozen": N_("frozen"), "in_graph": N_("None (in graph, not reached yet)"),
+              "not_in_graph": N_("None (not in the graph)"), "no_graph": N_("None (never reached)")}
 
 
 def grads_group(r: dict[str, Any]) -> Group:
-    t = Table(title="Gradient health (module order; # ranks the grad norms, 1 = largest)",
+    t = Table(title=tr("Gradient health (module order; # ranks the grad norms, 1 = largest)"),
               box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("#", "parameter", "shape", "grad norm", "grad/weight", "NaN", "Inf", "zeros", "grad"):
-        t.add_column(col, justify="right" if col in ("#", "grad norm", "grad/weight", "NaN", "Inf", "zeros")
-                     else "left", no_wrap=col in ("parameter", "shape"))
+    for col, right, no_wrap in (("#", True, False), (tr("parameter"), False, True), (tr("shape"), False, True),
+                                (tr("grad norm"), True, False), ("grad/weight", True, False), ("NaN", True, False),
+                                ("Inf", True, False), (tr("zeros"), True, False), ("grad", False, False)):
+        t.add_column(col, justify="right" if right else "left", no_wrap=no_wrap)
     flagged = {f["layer"]: f["kind"] for f in r["findings"] if f["kind"] in ("collapse", "explode")}
     for p in r["params"]:
         bad = (p["nan"] or 0) + (p["inf"] or 0)
         if not p["grad"]:
-            state = Text(_NONE_TEXT.get(p["none_reason"] or "", "None"), style="dim" if
+            state = Text(tr(_NONE_TEXT.get(p["none_reason"] or "", "None")), style="dim" if
                          p["none_reason"] == "frozen" else "yellow")
         elif bad:
             state = Text("NaN/Inf", style="bold red")
         elif p["layer"] in flagged:
-            state = Text(f"{flagged[p['layer']]}s here", style="bold red")
+            state = Text(tr("collapses here") if flagged[p["layer"]] == "collapse" else tr("explodes here"),
+                         style="bold red")
         else:
-            state = Text("ok", style="green")
+            state = Text(tr("ok"), style="green")
         t.add_row(str(p["rank"] or ""), Text(p["name"], style="bold"), _shape(p["shape"]),
                   _num(p["grad_norm"]) if not bad else Text("NaN" if p["nan"] else "Inf", style="red"),
                   _num(p["ratio"]),
@@ -234,19 +246,23 @@ def grads_group(r: dict[str, Any]) -> Group:
                   "" if p["zero_fraction"] is None else f"{100 * p['zero_fraction']:.1f}%", state)
     parts: list[Any] = [t]
     if r["findings"]:
-        parts.append(Text("Findings", style="bold"))
+        parts.append(Text(tr("Findings"), style="bold"))
         for f in r["findings"]:
-            parts.append(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), ": ", f["message"]))
+            parts.append(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), tr(": "), f["message"]))
     elif r["params"]:
-        parts.append(Text("No collapse, explosion, NaN/Inf or missing gradient found.", style="green"))
+        parts.append(Text(tr("No collapse, explosion, NaN/Inf or missing gradient found."), style="green"))
     sp = r.get("span")
-    span = (f"; layer grad norms span {sp['decades']:.1f} decades ({sp['smallest']} {sp['smallest_norm']:.3g} … "
-            f"{sp['largest']} {sp['largest_norm']:.3g})") if sp else ""
-    models = ", ".join(r["models"]) or "none"
-    parts.append(Text(f"{plural(len(r['params']), 'parameter')} in {plural(len(r['layers']), 'layer')} of "
-                      f"{plural(len(r['models']), 'module')} ({models}); {r['frozen']} frozen{span}", style="dim"))
+    span = tr("; layer grad norms span {decades} decades ({smallest} {smallest_norm} … {largest} {largest_norm})").format(
+        decades=f"{sp['decades']:.1f}", smallest=sp["smallest"], smallest_norm=f"{sp['smallest_norm']:.3g}",
+        largest=sp["largest"], largest_norm=f"{sp['largest_norm']:.3g}") if sp else ""
+    models = ", ".join(r["models"]) or tr("none")
+    parts.append(Text(tr("{params} in {layers} of {modules} ({models}); {frozen} frozen{span}").format(
+        params=ntr("{n} parameter", "{n} parameters", len(r["params"])).format(n=f"{len(r['params']):,}"),
+        layers=ntr("{n} layer", "{n} layers", len(r["layers"])).format(n=f"{len(r['layers']):,}"),
+        modules=ntr("{n} module", "{n} modules", len(r["models"])).format(n=f"{len(r['models']):,}"),
+        models=models, frozen=r["frozen"], span=span), style="dim"))
     if not r["params"]:
-        parts.insert(0, Text("No nn.Module with parameters in this frame or its globals.", style="yellow"))
+        parts.insert(0, Text(tr("No nn.Module with parameters in this frame or its globals."), style="yellow"))
     return Group(*parts)
 
 
@@ -254,10 +270,13 @@ def _saved_text(n: dict[str, Any]) -> str:
     items = []
     for s in n["saved"][:SAVED_SHOWN]:
         what = f"{s['name'] or '?'} {_shape(s['shape'])}"
-        what += f" {human_bytes(s['storage_bytes'])}" if s["counted"] else " (storage counted above)"
+        what += f" {human_bytes(s['storage_bytes'])}" if s["counted"] else tr(" (storage counted above)")
         items.append(what)
+    if not items:
+        return ""
     more = len(n["saved"]) - SAVED_SHOWN
-    return "saves " + ", ".join(items) + (f", +{more} more" if more > 0 else "") if items else ""
+    listed = ", ".join(items)
+    return (tr("saves {tensors}, +{n} more") if more > 0 else tr("saves {tensors}")).format(tensors=listed, n=more)
 
 
 def graph_lines(t: dict[str, Any]) -> list[Text]:
@@ -268,11 +287,11 @@ def graph_lines(t: dict[str, Any]) -> list[Text]:
         """A child written after its consumer: an AccumulateGrad, or one op in front of one."""
         n = nodes[i]
         if n["leaf"] is not None:
-            return n["leaf"]["name"] or f"unnamed leaf {_shape(n['leaf']['shape'])}"
+            return n["leaf"]["name"] or tr("unnamed leaf {shape}").format(shape=_shape(n["leaf"]["shape"]))
         kids = [c for c in n["next"] if c is not None]
         if len(kids) == 1 and not n["saved"] and indeg[i] == 1 and nodes[kids[0]]["leaf"] is not None:
             inner = leaf_text(kids[0])
-            return f"{inner} (via {n['op']})"
+            return tr("{leaf} (via {op})").format(leaf=inner, op=n["op"])
         return None
 
     labels: dict[int, int] = {}
@@ -303,7 +322,8 @@ def graph_lines(t: dict[str, Any]) -> list[Text]:
         i, first, rest = work.pop()
         if i in printed:
             labels.setdefault(i, len(labels) + 1)
-            out.append(Text(first) + Text(f"→ [{labels[i]}] {nodes[i]['op']} (shown above)", style="cyan"))
+            out.append(Text(first) + Text(tr("→ [{label}] {op} (shown above)").format(label=labels[i], op=nodes[i]["op"]),
+                                          style="cyan"))
             continue
         chain = [i]
         while True:
@@ -323,9 +343,9 @@ def graph_lines(t: dict[str, Any]) -> list[Text]:
             if j is None:
                 ops = Counter(nodes[h]["op"] for h in hidden)
                 saved = sum(s["storage_bytes"] for h in hidden for s in nodes[h]["saved"] if s["counted"])
-                out.append(Text(prefix) + Text(
-                    f"… {len(hidden)} more: " + ", ".join(f"{op} ×{c}" for op, c in ops.most_common(4))
-                    + (" …" if len(ops) > 4 else "") + f"; saving {human_bytes(saved)}", style="dim"))
+                out.append(Text(prefix) + Text(tr("… {n} more: {ops}; saving {bytes}").format(
+                    n=len(hidden), ops=", ".join(f"{op} ×{c}" for op, c in ops.most_common(4)) + (" …" if len(ops) > 4 else ""),
+                    bytes=human_bytes(saved)), style="dim"))
             else:
                 out.append(Text(prefix) + head(j))
         kids = heavy(chain[-1])
@@ -339,18 +359,22 @@ def graph_group(t: dict[str, Any]) -> Group:
     if "error" in t:
         return Group(Text(f"--graph {t['expr']}: {t['error']}", style="red"))
     w = t["walk"]
-    title = Text.assemble(("Autograd graph of ", "bold"), (t["expr"], "bold cyan"),
+    title = Text.assemble((tr("Autograd graph of "), "bold"), (t["expr"], "bold cyan"),
                           (f"  {_shape(t['shape'])}", "dim"))
     parts: list[Any] = [title, *graph_lines(t)]
     if t["truncated"]:
-        parts.append(Text(f"(only the first {len(t['nodes']):,} nodes are shown)", style="yellow"))
+        parts.append(Text(tr("(only the first {n} nodes are shown)").format(n=f"{len(t['nodes']):,}"), style="yellow"))
     for p in t["problems"]:
-        parts.append(Text(f"note: {p}", style="yellow"))
-    parts.append(Text(
-        f"{plural(len(t['nodes']) - t['leaves'], 'node')}, {plural(t['leaves'], 'leaf', 'leaves')}; "
-        f"{plural(t['saved_tensors'], 'saved tensor')} in {plural(t['saved_storages'], 'storage')}: "
-        f"{human_bytes(t['saved_bytes'])} ({t['saved_bytes']:,} B, each storage counted once; the probe's "
-        f"walk: {w['saved_bytes']:,} B)", style="dim"))
+        parts.append(Text(tr("note: {note}").format(note=from_target(p)), style="yellow"))
+    nodes, leaves = len(t["nodes"]) - t["leaves"], t["leaves"]
+    parts.append(Text(tr("{nodes}, {leaves}; {saved} in {storages}: {bytes} ({exact} B, each storage counted once; "
+                         "the probe's walk: {walk} B)").format(
+        nodes=ntr("{n} node", "{n} nodes", nodes).format(n=f"{nodes:,}"),
+        leaves=ntr("{n} leaf", "{n} leaves", leaves).format(n=f"{leaves:,}"),
+        saved=ntr("{n} saved tensor", "{n} saved tensors", t["saved_tensors"]).format(n=f"{t['saved_tensors']:,}"),
+        storages=ntr("{n} storage", "{n} storages", t["saved_storages"]).format(n=f"{t['saved_storages']:,}"),
+        bytes=human_bytes(t["saved_bytes"]), exact=f"{t['saved_bytes']:,}", walk=f"{w['saved_bytes']:,}"),
+        style="dim"))
     return Group(*parts)
 
 

@@ -30,6 +30,11 @@ ROOT_ITEMS = 64  # tensors looked at inside one list/tuple of the frame (graph r
 _SKIP = (PRIVATE_NAME, PROBE_NAME, "_stridelens_inplace")
 
 
+def N_(message: str) -> str:
+    """Marks an English template for the catalogue (no stridelens import here; see probe.N_)."""
+    return message
+
+
 class GradsError(Exception):
     """A problem to report to the user as a message (not a traceback)."""
 
@@ -37,14 +42,14 @@ class GradsError(Exception):
 def _torch() -> Any:
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "Tensor"):
-        raise GradsError("the target process has not imported torch")
+        raise GradsError(N_("the target process has not imported torch"))
     return torch
 
 
 def _probe() -> Any:
     p = sys.modules.get(PROBE_NAME)
     if p is None:
-        raise GradsError("the stridelens probe is not loaded in the target")
+        raise GradsError(N_("the stridelens probe is not loaded in the target"))
     return p
 
 
@@ -264,19 +269,20 @@ def graph_tree(expr: str, globs: dict[str, Any], locs: dict[str, Any]) -> dict[s
     try:
         code = compile(expr, "<stridelens-expr>", "eval")
     except SyntaxError as e:
-        raise GradsError(f"not a Python expression: {expr!r} ({e.msg})") from None
+        raise GradsError(N_("not a Python expression: {expr} ({error})").format(expr=repr(expr), error=e.msg)) from None
     try:
         value = eval(code, globs, locs)
     except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
-        raise GradsError(f"the expression raised {type(e).__name__}: {e}") from None
+        raise GradsError(N_("the expression raised {error}").format(error=f"{type(e).__name__}: {e}")) from None
     try:
         if not isinstance(value, torch.Tensor):
-            raise GradsError(f"not a tensor: the expression is a {type(value).__module__}."
-                             f"{type(value).__qualname__}")
+            raise GradsError(N_("not a tensor: the expression is a {type}").format(
+                type=f"{type(value).__module__}.{type(value).__qualname__}"))
         root = value.grad_fn
         if root is None:
-            why = "a leaf" if value.requires_grad else "requires_grad=False"
-            raise GradsError(f"{expr} has no grad_fn ({why}): there is no autograd graph behind it")
+            why = N_("a leaf") if value.requires_grad else "requires_grad=False"
+            raise GradsError(N_("{expr} has no grad_fn ({why}): there is no autograd graph behind it").format(
+                expr=expr, why=why))
         shape = list(value.shape)
     finally:
         del value
@@ -357,7 +363,7 @@ def _json(fn: Any, *args: Any) -> str:
     except GradsError as e:
         return json.dumps({"ok": False, "error": str(e)})
     except Exception as e:  # noqa: BLE001 -- report it; never raise into the user's process
-        return json.dumps({"ok": False, "error": f"grads probe failed: {type(e).__name__}: {e}"})
+        return json.dumps({"ok": False, "error": N_("grads probe failed: {error}").format(error=f"{type(e).__name__}: {e}")})
 
 
 def grads_json(globs: dict[str, Any], locs: dict[str, Any]) -> str:

@@ -54,6 +54,11 @@ _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 _state: dict[str, Any] = {}  # mode, rings, and (after a diagnosis) the saved tensor found
 
 
+def N_(message: str) -> str:
+    """Marks an English template for the catalogue (no stridelens import here; see probe.N_)."""
+    return message
+
+
 class RecorderError(Exception):
     """A problem to report to the user as a message (not a traceback)."""
 
@@ -171,8 +176,8 @@ def install() -> dict[str, Any]:
     # The script imports torch anyway; recording must start before its first op.
     torch = sys.modules.get("torch") or importlib.import_module("torch")
     if not hasattr(torch._C._autograd, "_get_sequence_nr"):
-        raise RecorderError(f"torch {torch.__version__} has no autograd sequence counter; "
-                            "--explain-errors needs torch >= 2.1")
+        raise RecorderError(N_("torch {version} has no autograd sequence counter; --explain-errors needs "
+                               "torch >= 2.1").format(version=torch.__version__))
     mode = _make_mode(torch)()
     mode.__enter__()
     _state["mode"] = mode
@@ -301,7 +306,7 @@ def diagnose(exc: BaseException, scope: dict[str, Any]) -> dict[str, Any]:
         return {"match": False, "exception": type(exc).__name__, "message": message[:500],
                 "exception_id": id(exc)}  # pydevd stops once per frame the exception leaves
     if _state.get("mode") is None:
-        raise RecorderError("the recorder is not installed in this process")
+        raise RecorderError(N_("the recorder is not installed in this process"))
     torch = sys.modules["torch"]
     m = _VERSIONS.search(message)
     actual, expected = (int(m.group(1)), int(m.group(2))) if m else (None, None)
@@ -370,7 +375,7 @@ def _json(fn: Any, *args: Any) -> str:
     except RecorderError as e:
         return json.dumps({"ok": False, "error": str(e)})
     except Exception as e:  # noqa: BLE001 -- report it; never raise into the user's process
-        return json.dumps({"ok": False, "error": f"recorder failed: {type(e).__name__}: {e}"})
+        return json.dumps({"ok": False, "error": N_("recorder failed: {error}").format(error=f"{type(e).__name__}: {e}")})
 
 
 def install_json() -> str:

@@ -15,6 +15,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from stridelens.i18n import tr
 from stridelens.inspector import probe
 
 _CACHE_NAME = re.compile(r"_{1,3}|_\d+")
@@ -168,14 +169,15 @@ def output_cache_findings(shell: Any, min_bytes: int) -> list[dict[str, Any]]:
     for f in by_key.values():
         names = sorted(f["names"], key=lambda n: (not n.startswith("Out["), n))
         f["names"] = names
-        also = f" (also {', '.join(names[1:])})" if len(names) > 1 else ""
+        also = tr(" (also {names})").format(names=", ".join(names[1:])) if len(names) > 1 else ""
         if all(n.startswith("user_ns_hidden") for n in names):
-            fix = ("`%reset -f out` left it behind; `get_ipython().user_ns_hidden.pop("
-                   f"{names[0][15:-1]})` frees it")
+            fix = tr("`%reset -f out` left it behind; `get_ipython().user_ns_hidden.pop({key})` frees it").format(
+                key=names[0][15:-1])
         else:
-            fix = "`%reset -f out` frees it, and a cell ending in `;` stays out of the cache"
-        f["message"] = (f"{names[0]}{also} keeps {probe._human(f['bytes'])} of {f['device']} storage alive "
-                        f"that no variable refers to: IPython's output cache holds every cell result; {fix}")
+            fix = tr("`%reset -f out` frees it, and a cell ending in `;` stays out of the cache")
+        f["message"] = tr("{name}{also} keeps {bytes} of {device} storage alive that no variable refers to: "
+                          "IPython's output cache holds every cell result; {fix}").format(
+            name=names[0], also=also, bytes=probe._human(f["bytes"]), device=f["device"], fix=fix)
         findings.append(f)
     interest.clear()
     big.clear()

@@ -31,8 +31,11 @@ import tokenize
 from collections.abc import Callable
 from typing import Any
 
+from stridelens import i18n
+from stridelens.i18n import N_, tr
 from stridelens.inspector import grads_probe, probe
 from stridelens.inspector.notebook_cache import is_cache_name, output_cache_findings
+from stridelens.inspector.target_text import from_target
 
 MAGIC_NAME = "stridelens"
 HISTORY_NAMES = ("In", "Out", "_ih", "_oh", "_dh")
@@ -43,7 +46,7 @@ _DTYPE_SHORT = {
     "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
     "complex64": "c64", "complex128": "c128", "bool": "bool",
 }
-USAGE = ("usage: %stridelens EXPR | %stridelens --stats EXPR | %stridelens memory [--top N] "
+USAGE = N_("usage: %stridelens EXPR | %stridelens --stats EXPR | %stridelens memory [--top N] "
          "[--min-bytes N] | %stridelens grads [MODEL] | %stridelens display on|off   (a variable "
          "named like a sub-command: %stridelens (memory))")
 
@@ -83,8 +86,8 @@ def torch_problem() -> str | None:
     except (ImportError, ValueError):
         spec = None
     if spec is None:
-        return f"no torch in this kernel: its Python ({sys.executable}) cannot import torch"
-    return "torch is not imported in this kernel yet: there are no tensors to inspect (run `import torch` first)"
+        return tr("no torch in this kernel: its Python ({python}) cannot import torch").format(python=sys.executable)
+    return tr("torch is not imported in this kernel yet: there are no tensors to inspect (run `import torch` first)")
 
 
 # ---------------------------------------------------------------- rendering
@@ -157,14 +160,14 @@ def summary_line(t: Any, user_ns: dict[str, Any] | None = None) -> str:
         parts.append(str(t.layout).replace("torch.", ""))
         return " ".join(parts)
     strides = tuple(t.stride())
-    parts.append(f"strides {strides}")
+    parts.append(tr("strides {strides}").format(strides=strides))
     if t.storage_offset():
-        parts.append(f"offset {t.storage_offset()}")
+        parts.append(tr("offset {offset}").format(offset=t.storage_offset()))
     if not t.is_contiguous():
-        parts.append("non-contiguous")
+        parts.append(tr("non-contiguous"))
     if t._base is not None:
         name = probe._base_name(t, naming_namespace(user_ns)) if user_ns is not None else None
-        parts.append(f"view of {name}" if name else "view of an unnamed tensor")
+        parts.append(tr("view of {name}").format(name=name) if name else tr("view of an unnamed tensor"))
     if t.grad_fn is not None:
         parts.append(f"grad_fn={type(t.grad_fn).__name__}")
     elif t.requires_grad:
@@ -186,12 +189,13 @@ def grads_report(shell: Any, model_expr: str | None) -> dict[str, Any]:
             try:
                 model = eval(compile(model_expr, "<stridelens-expr>", "eval"), ns, {})
             except SyntaxError as e:
-                raise MagicError(f"not a Python expression: {model_expr!r} ({e.msg})") from None
+                raise MagicError(tr("not a Python expression: {expr} ({error})").format(
+                    expr=repr(model_expr), error=e.msg)) from None
             except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
-                raise MagicError(f"the expression raised {type(e).__name__}: {e}") from None
+                raise MagicError(tr("the expression raised {error}").format(error=f"{type(e).__name__}: {e}")) from None
             if not isinstance(model, torch.nn.Module):
-                raise MagicError(f"{model_expr} is a {type(model).__module__}.{type(model).__qualname__}, "
-                                 "not a torch.nn.Module")
+                raise MagicError(tr("{expr} is a {type}, not a torch.nn.Module").format(
+                    expr=model_expr, type=f"{type(model).__module__}.{type(model).__qualname__}"))
             # Only that module; the notebook's tensors stay, to tell which graphs reach a parameter.
             only = _Names((k, v) for k, v in ns.items() if not isinstance(v, torch.nn.Module))
             only[model_expr] = model
@@ -201,12 +205,12 @@ def grads_report(shell: Any, model_expr: str | None) -> dict[str, Any]:
         try:
             rows = grads_probe.grads(ns, {})
         except grads_probe.GradsError as e:
-            raise MagicError(str(e)) from None
+            raise MagicError(from_target(str(e))) from None
     finally:
         ns.clear()
     if not rows["params"]:
-        raise MagicError("no nn.Module with parameters in this notebook" if model_expr is None
-                         else f"{model_expr} has no parameters")
+        raise MagicError(tr("no nn.Module with parameters in this notebook") if model_expr is None
+                         else tr("{expr} has no parameters").format(expr=model_expr))
     return grad_reports.analyze(rows)
 
 
@@ -307,9 +311,9 @@ def _int_option(value: str, flag: str) -> int:
     try:
         n = int(value.replace("_", ""))
     except ValueError:
-        raise MagicError(f"{flag} needs a whole number, not {value!r}") from None
+        raise MagicError(tr("{flag} needs a whole number, not {value}").format(flag=flag, value=repr(value))) from None
     if n < 0:
-        raise MagicError(f"{flag} needs a number >= 0, not {n}")
+        raise MagicError(tr("{flag} needs a number >= 0, not {n}").format(flag=flag, n=n))
     return n
 
 
@@ -319,7 +323,8 @@ def _memory_options(args: list[str]) -> tuple[int, int]:
     while i < len(args):
         flag = args[i]
         if flag not in ("--top", "--min-bytes") or i + 1 >= len(args):
-            raise MagicError(f"memory takes --top N and --min-bytes N, not {' '.join(args[i:])!r}")
+            raise MagicError(tr("memory takes --top N and --min-bytes N, not {words}").format(
+                words=repr(" ".join(args[i:]))))
         if flag == "--top":
             top = _int_option(args[i + 1], flag)
         else:
@@ -344,7 +349,7 @@ def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
     something; raises MagicError with the one-line message otherwise."""
     line = _without_comment(line.strip())
     if not line:
-        raise MagicError(USAGE)
+        raise MagicError(tr(USAGE))
     try:
         words = shlex.split(line)
     except ValueError:
@@ -353,7 +358,7 @@ def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
     if head == "display" and len(words) <= 2:
         state = words[1] if len(words) == 2 else None
         if state not in ("on", "off"):
-            raise MagicError("display takes on or off: %stridelens display on")
+            raise MagicError(tr("display takes on or off: %stridelens display on"))
         if state == "on":
             _HOOK.enable(shell)
         else:
@@ -377,7 +382,7 @@ def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
         stats = True
         expr = line[len("--stats"):].strip()
         if not expr:
-            raise MagicError("--stats needs an expression: %stridelens --stats x")
+            raise MagicError(tr("--stats needs an expression: %stridelens --stats x"))
     problem = torch_problem()
     if problem:
         raise MagicError(problem)
@@ -385,7 +390,7 @@ def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
     try:
         d = probe.describe_expr(expr, ns, {}, stats)
     except probe.ProbeError as e:
-        raise MagicError(str(e)) from None
+        raise MagicError(from_target(str(e))) from None
     finally:
         ns.clear()
     return render_card(expr, d)
@@ -408,6 +413,10 @@ def stridelens_magic(line: str) -> None:
 
 
 def load(shell: Any) -> None:
+    # The kernel's own locale decides (LC_ALL / LC_MESSAGES / LANG), as for the CLI without --lang;
+    # a language stridelens was already given in this process (an embedding tool's) stays.
+    if i18n.language() == i18n.ENGLISH:
+        i18n.set_language(i18n.from_environment())
     shell.register_magic_function(stridelens_magic, magic_kind="line", magic_name=MAGIC_NAME)
 
 

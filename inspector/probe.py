@@ -30,6 +30,18 @@ from types import GetSetDescriptorType as GetSetType
 from typing import Any
 
 PRIVATE_NAME = "_stridelens_probe"
+
+
+def N_(message: str) -> str:
+    """Marks an English template for the catalogue (stridelens.i18n cannot be imported here):
+    the CLI matches the filled text back to it and shows it in the user's language."""
+    return message
+
+
+# A template filled by an f-string where it is used (_saved_tensors), listed here for the catalogue.
+FILLED_ELSEWHERE = (
+    N_("{saved} was modified in place after being saved: backward through this graph will fail"),
+)
 CHAIN_DEPTH = 6  # grad_fn chain shown in `describe`
 CHAIN_NODES = 24
 GRAPH_NODE_LIMIT = 2_000_000  # bound on any autograd-graph walk
@@ -64,7 +76,7 @@ class ProbeError(Exception):
 def _torch() -> Any:
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "Tensor"):
-        raise ProbeError("the target process has not imported torch")
+        raise ProbeError(N_("the target process has not imported torch"))
     return torch
 
 
@@ -314,7 +326,8 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
     # about 30 C calls. The unguarded reads keep their order, so an error names the same fact.
     torch = _torch()
     if not isinstance(t, torch.Tensor):
-        raise ProbeError(f"not a tensor: the expression is a {type(t).__module__}.{type(t).__qualname__}")
+        raise ProbeError(N_("not a tensor: the expression is a {type}").format(
+            type=f"{type(t).__module__}.{type(t).__qualname__}"))
     tp = type(t)
     lay = t.layout
     strided = lay == torch.strided
@@ -361,7 +374,7 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
         except _TORCH_ERRORS:  # sparse, mkldnn, some subclasses: no single storage
             s = None
     if s is None:
-        notes.append(f"{layout} tensor: no single strided storage")
+        notes.append(N_("{layout} tensor: no single strided storage").format(layout=layout))
     else:
         ptr = s.data_ptr()
         # Meta and empty storages all have data_ptr 0: the StorageImpl address tells them apart.
@@ -369,7 +382,7 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
         storage_bytes = int(s.nbytes())
         del s
     if t.is_meta:
-        notes.append("meta tensor: shape and strides only, no data")
+        notes.append(N_("meta tensor: shape and strides only, no data"))
     base = t._base
     base_card = None
     if base is not None:
@@ -406,8 +419,8 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
         del fn
         notes.extend(graph["problems"])
     if contiguous is False and strided:
-        notes.append(f"not contiguous: .contiguous(), .view() fallbacks and conv/linear kernels "
-                     f"copy it first ({_human(nbytes)} each time)")
+        notes.append(N_("not contiguous: .contiguous(), .view() fallbacks and conv/linear kernels "
+                        "copy it first ({bytes} each time)").format(bytes=_human(nbytes)))
     return {
         "type": tp.__qualname__ if tp is torch.Tensor else f"{tp.__module__}.{tp.__qualname__}",
         "shape": shape,
@@ -521,7 +534,7 @@ def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
     for name, t in entries:
         st = _storage(t) if t.layout == torch.strided else None
         if st is None:
-            loose.append({"name": name, "layout": str(t.layout).replace("torch.", ""), "note": "no single strided storage"})
+            loose.append({"name": name, "layout": str(t.layout).replace("torch.", ""), "note": N_("no single strided storage")})
             continue
         g = groups.setdefault(st[0], {"storage_key": st[0], "device": st[2], "storage_bytes": st[1], "tensors": []})
         g["tensors"].append(_member(name, t, ids, whole))
@@ -959,7 +972,7 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
             saved.update(component_saved[comp])
         nbytes = sum(saved.values())
         kind = type(c).__name__
-        who = name or f"an unnamed {kind}"
+        who = name or N_("an unnamed {kind}").format(kind=kind)
         findings.append({
             "kind": "graph_kept_alive",
             "container": who,
@@ -967,13 +980,14 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
             "length": len(c),
             "graph_tensors": len(held),
             "bytes": nbytes,
-            "message": f"{who} ({kind} of {len(c)}) keeps {len(held)} autograd graphs alive holding "
-                       f"{_human(nbytes)} of saved tensors; store .item() or .detach() instead",
+            "message": N_("{who} ({kind} of {length}) keeps {graphs} autograd graphs alive holding "
+                          "{bytes} of saved tensors; store .item() or .detach() instead").format(
+                who=who, kind=kind, length=len(c), graphs=len(held), bytes=_human(nbytes)),
         })
     containers = []
 
     for g, used, t in pins:
-        who = names.get(id(t)) or "an unnamed tensor"
+        who = names.get(id(t)) or N_("an unnamed tensor")
         findings.append({
             "kind": "view_pins_storage",
             "tensor": who,
@@ -981,21 +995,24 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
             "device": g.device,
             "used_bytes": used,
             "bytes": g.nbytes,
-            "message": f"{who} uses {_human(used)} of a {_human(g.nbytes)} storage it keeps alive "
-                       f"({100.0 * used / g.nbytes:.2g}% used); .clone() it to free {_human(g.nbytes - used)}",
+            "message": N_("{who} uses {used} of a {total} storage it keeps alive ({percent}% used); "
+                          ".clone() it to free {free}").format(
+                who=who, used=_human(used), total=_human(g.nbytes), percent=f"{100.0 * used / g.nbytes:.2g}",
+                free=_human(g.nbytes - used)),
         })
     pins = []
 
     for t, gr in grad_owners:
         gbytes = gr.numel() * gr.element_size()
-        who = names.get(id(t)) or "an unnamed tensor"
+        who = names.get(id(t)) or N_("an unnamed tensor")
         if not t.is_leaf and t.retains_grad:
             findings.append({"kind": "retained_grad", "tensor": who, "bytes": gbytes,
-                             "message": f"{who} (non-leaf) retains its grad: {_human(gbytes)}"})
+                             "message": N_("{who} (non-leaf) retains its grad: {bytes}").format(
+                                 who=who, bytes=_human(gbytes))})
         else:
             findings.append({"kind": "stale_grad", "tensor": who, "bytes": gbytes,
-                             "message": f"{who}.grad holds {_human(gbytes)} though {who} no longer "
-                                        "requires grad; set it to None"})
+                             "message": N_("{who}.grad holds {bytes} though {who} no longer requires "
+                                           "grad; set it to None").format(who=who, bytes=_human(gbytes))})
     grad_owners = []
     t = gr = None
 
@@ -1157,7 +1174,7 @@ def _json(fn: Any, *args: Any, **kwargs: Any) -> str:
     except ProbeError as e:
         return json.dumps({"ok": False, "error": str(e)})
     except Exception as e:  # noqa: BLE001 -- report it; never raise into the user's process
-        return json.dumps({"ok": False, "error": f"probe failed: {type(e).__name__}: {e}"})
+        return json.dumps({"ok": False, "error": N_("probe failed: {error}").format(error=f"{type(e).__name__}: {e}")})
 
 
 def setup_json() -> str:
@@ -1174,11 +1191,11 @@ def describe_expr(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats:
     try:
         code = compile(expr, "<stridelens-expr>", "eval")
     except SyntaxError as e:
-        raise ProbeError(f"not a Python expression: {expr!r} ({e.msg})") from None
+        raise ProbeError(N_("not a Python expression: {expr} ({error})").format(expr=repr(expr), error=e.msg)) from None
     try:
         value = eval(code, globs, locs)
     except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
-        raise ProbeError(f"the expression raised {type(e).__name__}: {e}") from None
+        raise ProbeError(N_("the expression raised {error}").format(error=f"{type(e).__name__}: {e}")) from None
     try:
         d = describe(value, stats)
         if d.get("base") is not None:

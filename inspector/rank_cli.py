@@ -23,6 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
+from stridelens.i18n import tr
 from stridelens.inspector import rank_findings, rank_reports, reports
 from stridelens.inspector.rank_launcher import DIR_ENV
 from stridelens.inspector.rank_session import DIFF_TOP, Rank, Ranks
@@ -34,14 +35,14 @@ SETTLE_S = 5.0  # attach: how long stopped ranks wait for the others before bein
 
 def _check(args: argparse.Namespace) -> list[Breakpoint]:
     if args.connect:
-        raise UsageError("--all-ranks works with --launch -- torchrun ... or --pid PID (not --connect)")
+        raise UsageError(tr("--all-ranks works with --launch -- torchrun ... or --pid PID (not --connect)"))
     if args.explain_errors:
-        raise UsageError("--all-ranks does not combine with --explain-errors")
+        raise UsageError(tr("--all-ranks does not combine with --explain-errors"))
     if args.samples < 1 or args.interval < 0 or args.top < 0:
-        raise UsageError("--samples must be >= 1, --interval and --top >= 0")
+        raise UsageError(tr("--samples must be >= 1, --interval and --top >= 0"))
     breaks = [Breakpoint.parse(b) for b in args.breaks]
     if args.launch is not None and not breaks and not args.pause:
-        raise UsageError("--all-ranks --launch needs --break FILE:LINE or --pause")
+        raise UsageError(tr("--all-ranks --launch needs --break FILE:LINE or --pause"))
     return breaks
 
 
@@ -49,7 +50,7 @@ def _launch(ranks: Ranks, cmd: list[str], breaks: list[Breakpoint], rank_dir: Pa
             timeout: float) -> subprocess.Popen[bytes]:
     """Start torchrun; connect to each worker as soon as it has written its port."""
     env = {**os.environ, DIR_ENV: str(rank_dir), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
-    ranks.progress("starting torchrun")
+    ranks.progress(tr("starting torchrun"))
     beside = os.path.join(os.path.dirname(sys.executable), cmd[0])
     if os.sep not in cmd[0] and shutil.which(cmd[0]) is None and os.path.isfile(beside):
         cmd = [beside, *cmd[1:]]  # the environment stridelens runs in, not activated in this shell
@@ -57,7 +58,7 @@ def _launch(ranks: Ranks, cmd: list[str], breaks: list[Breakpoint], rank_dir: Pa
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env)
     except OSError as e:
-        raise InspectError(f"cannot run {cmd[0]}: {e.strerror}") from e
+        raise InspectError(tr("cannot run {command}: {error}").format(command=cmd[0], error=e.strerror)) from e
     assert proc.stdout is not None
     threading.Thread(target=_forward, args=(proc.stdout, sys.stderr), daemon=True).start()
     deadline = time.monotonic() + timeout
@@ -81,14 +82,16 @@ def _launch(ranks: Ranks, cmd: list[str], breaks: list[Breakpoint], rank_dir: Pa
     if not ranks.ranks:
         code = proc.poll()
         proc.kill()
-        raise InspectError("no rank started: " + (f"torchrun exited (code {code})" if code is not None
-                                                  else f"no worker wrote its port within {timeout:g} s"))
+        raise InspectError(tr("no rank started: torchrun exited (code {code})").format(code=code) if code is not None
+                           else tr("no rank started: no worker wrote its port within {seconds} s").format(
+                               seconds=f"{timeout:g}"))
     # Ranks that never wrote their port: reported, not waited for.
     for rank in range(expected or 0):
         if rank not in ranks.ranks:
             r = ranks.add(Worker(-1, rank, rank, expected or 0, expected or 0))
-            r.failed, r.failed_phase = ("torchrun exited before it started" if proc.poll() is not None
-                                        else f"did not start under debugpy within {timeout:g} s"), "start"
+            r.failed, r.failed_phase = (tr("torchrun exited before it started") if proc.poll() is not None
+                                        else tr("did not start under debugpy within {seconds} s").format(
+                                            seconds=f"{timeout:g}")), "start"
     return proc
 
 
@@ -119,12 +122,12 @@ def run_all_ranks(args: argparse.Namespace, err: Console) -> int:
     t0 = time.perf_counter()
     proc: subprocess.Popen[bytes] | None = None
     rank_dir = Path(tempfile.mkdtemp(prefix="stridelens-ranks-"))  # 0700: only we read the ports
-    how = ("with --break each sample is the next hit of the breakpoint" if not pause
-           else "with --pause one pause every --interval seconds")
+    how = (tr("with --break each sample is the next hit of the breakpoint") if not pause
+           else tr("with --pause one pause every --interval seconds"))
     report: dict[str, Any] = {"all_ranks": True}
     failed_expr = False
     try:
-        with Ranks(args.timeout, progress=lambda m: err.print(f"[dim]{m}[/dim]") if err.is_terminal else None) as ranks:
+        with Ranks(args.timeout, progress=lambda m: err.print(m, style="dim", markup=False) if err.is_terminal else None) as ranks:
             if args.launch is not None:
                 cmd = rewrite_torchrun(([args.launch] if args.launch else []) + list(args.script_args))
                 report.update(mode="launch", command=cmd, agent_pid=None)

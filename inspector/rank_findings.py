@@ -9,15 +9,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from stridelens.i18n import N_, ntr, tr
+from stridelens.inspector.target_text import from_target
 from stridelens.server.units import human_bytes
 
 GROW_MIN = 256 << 10  # growth below this (or 2% of the first sample) is not called growth
 FLAT_MAX = 64 << 10  # a rank within this (or 0.5%) between samples is flat
 LEAK_KINDS = ("graph_kept_alive", "view_pins_storage", "retained_grad", "stale_grad")
+# A holder's kind stays English in the data (code compares it); `kind_text` is for people.
+KIND_TEXT = {"container": N_("container"), "variable": N_("variable"), "unnamed storages": N_("unnamed storages"),
+             "graphs kept": N_("graphs kept")}
+
+
+def kind_text(kind: str) -> str:
+    return tr(KIND_TEXT[kind]) if kind in KIND_TEXT else kind
 
 
 def _ranks_text(ranks: list[int]) -> str:
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+    joined = ", ".join(map(str, ranks))
+    return (tr("rank {ranks}") if len(ranks) == 1 else tr("ranks {ranks}")).format(ranks=joined)
 
 
 def total_bytes(report: dict[str, Any]) -> int:
@@ -47,12 +57,14 @@ def holders(report: dict[str, Any], floor: int = 0) -> dict[str, dict[str, Any]]
             add(f"{kind}:{root}", kind, root, int(g["bytes"]))
         if not roots:
             saved = " saved by autograd graphs" if g["saved_by_graph"] else ""
-            add(f"storage:{g['device']}:{g['bytes']}:{saved}", "unnamed storages",
-                f"{human_bytes(g['bytes'])} storages on {g['device']}{saved}", int(g["bytes"]))
+            label = (tr("{bytes} storages on {device} saved by autograd graphs") if saved else
+                     tr("{bytes} storages on {device}")).format(bytes=human_bytes(g["bytes"]), device=g["device"])
+            add(f"storage:{g['device']}:{g['bytes']}:{saved}", "unnamed storages", label, int(g["bytes"]))
     for f in report.get("findings", []):
         if f["kind"] == "graph_kept_alive":
             h = out.setdefault(f"graphs:{f['container']}", {
-                "kind": "graphs kept", "holder": f"{f['container']} (the autograd graphs it keeps)",
+                "kind": "graphs kept", "holder": tr("{container} (the autograd graphs it keeps)").format(
+                    container=from_target(f["container"])),
                 "bytes": 0, "storages": 0})
             h["bytes"] += int(f["bytes"])
             h["storages"] += int(f["graph_tensors"])
@@ -129,16 +141,17 @@ def device_findings(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     moved = [r for r in rep if r["local_rank"] != 0 and
              ((r["info"].get("cuda") or {}).get("current_device") == r["local_rank"])]
     if everyone_on_0 and moved:
-        parts = [f"rank {r['rank']}: {human_bytes(on[r['rank']][0])}{_names_on(r['samples'][-1], 'cuda:0')}"
+        parts = [tr("rank {rank}: {bytes}{names}").format(
+            rank=r["rank"], bytes=human_bytes(on[r["rank"]][0]), names=_names_on(r["samples"][-1], "cuda:0"))
                  for r in rep if r["local_rank"] != 0]
         findings.append({
             "kind": "every_rank_on_cuda0", "ranks": [r["rank"] for r in rep if r["local_rank"] != 0],
-            "message": f"every rank holds tensors on cuda:0 ({'; '.join(parts)}), though "
-                       f"{_ranks_text([r['rank'] for r in moved])} set their own device. That is what a "
-                       "torch.load without map_location does with a checkpoint saved from cuda:0 (each "
-                       "tensor goes back to the device it was saved from); stridelens sees where the "
-                       "tensors are, not which call put them there. Load with "
-                       "map_location=f'cuda:{local_rank}' (or 'cpu')."})
+            "message": tr("every rank holds tensors on cuda:0 ({holdings}), though {ranks} set their own "
+                          "device. That is what a torch.load without map_location does with a checkpoint saved "
+                          "from cuda:0 (each tensor goes back to the device it was saved from); stridelens sees "
+                          "where the tensors are, not which call put them there. Load with "
+                          "map_location=f'cuda:{{local_rank}}' (or 'cpu').").format(
+                holdings=tr("; ").join(parts), ranks=_ranks_text([r["rank"] for r in moved]))})
     for r in rep:
         lr = r["local_rank"]
         cuda = r["info"].get("cuda") or {}
@@ -148,24 +161,27 @@ def device_findings(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if d == lr or (d == 0 and findings and findings[0]["kind"] == "every_rank_on_cuda0"):
                 continue
             owner = owners.get(d)
-            whose = f", rank {owner}'s device" if owner is not None else ""
-            short = (f" (this node has {count} CUDA device{'s' if count != 1 else ''} for "
-                     f"{r['info'].get('local_world_size')} local ranks)") if count is not None and count <= lr else ""
+            whose = tr(", rank {rank}'s device").format(rank=owner) if owner is not None else ""
+            short = ntr(" (this node has {n} CUDA device for {ranks} local ranks)",
+                        " (this node has {n} CUDA devices for {ranks} local ranks)", count).format(
+                n=count, ranks=r["info"].get("local_world_size")) if count is not None and count <= lr else ""
             names = _names_on(r["samples"][-1], f"cuda:{d}")
             if cur == d:
                 findings.append({
                     "kind": "missing_set_device", "ranks": [r["rank"]], "device": f"cuda:{d}",
-                    "message": f"rank {r['rank']} (LOCAL_RANK {lr}) holds {human_bytes(nbytes)} on cuda:{d}"
-                               f"{whose}{names}, and its current CUDA device is cuda:{d}: "
-                               f"torch.cuda.set_device(LOCAL_RANK) was not called (or came after these "
-                               f"tensors were made){short}"})
+                    "message": tr("rank {rank} (LOCAL_RANK {local}) holds {bytes} on cuda:{device}{whose}{names}, "
+                                  "and its current CUDA device is cuda:{device}: torch.cuda.set_device(LOCAL_RANK) "
+                                  "was not called (or came after these tensors were made){short}").format(
+                        rank=r["rank"], local=lr, bytes=human_bytes(nbytes), device=d, whose=whose, names=names,
+                        short=short)})
             else:
                 findings.append({
                     "kind": "foreign_device", "ranks": [r["rank"]], "device": f"cuda:{d}",
-                    "message": f"rank {r['rank']} (LOCAL_RANK {lr}, current device "
-                               f"{'cuda:' + str(cur) if cur is not None else 'unknown'}) holds "
-                               f"{human_bytes(nbytes)} on cuda:{d}{whose}{names}: tensors made before "
-                               f"torch.cuda.set_device, or loaded without map_location{short}"})
+                    "message": tr("rank {rank} (LOCAL_RANK {local}, current device {current}) holds {bytes} on "
+                                  "cuda:{device}{whose}{names}: tensors made before torch.cuda.set_device, or "
+                                  "loaded without map_location{short}").format(
+                        rank=r["rank"], local=lr, current="cuda:" + str(cur) if cur is not None else tr("unknown"),
+                        bytes=human_bytes(nbytes), device=d, whose=whose, names=names, short=short)})
     return findings
 
 
@@ -174,8 +190,8 @@ def growth_findings(ranks: list[dict[str, Any]], how: str) -> tuple[list[dict[st
     rep = [r for r in ranks if r["reported"] and len(r["samples"]) >= 2]
     if len(rep) < 2:
         n = max((len(r["samples"]) for r in ranks), default=0)
-        return [], [f"memory growth not measured: it needs two samples or more per rank and this run took "
-                    f"{n} (--samples N; {how})"]
+        return [], [tr("memory growth not measured: it needs two samples or more per rank and this run took "
+                       "{n} (--samples N; {how})").format(n=n, how=how)]
     grow: dict[int, int] = {}
     flat: dict[int, int] = {}
     for r in rep:
@@ -198,16 +214,18 @@ def growth_findings(ranks: list[dict[str, Any]], how: str) -> tuple[list[dict[st
         top = [f"{name} +{human_bytes(d)}" for d, name in grew[:3] if d >= 0.05 * grow[r["rank"]]]
         if flat:
             spread = max(abs(v) for v in flat.values())
-            kind, others = "rank_memory_grows", (f" while {_ranks_text(sorted(flat))} stayed flat "
-                                                 f"({'+0 B' if not spread else 'within ' + human_bytes(spread)})")
+            within = "+0 B" if not spread else tr("within {bytes}").format(bytes=human_bytes(spread))
+            kind, others = "rank_memory_grows", tr(" while {ranks} stayed flat ({within})").format(
+                ranks=_ranks_text(sorted(flat)), within=within)
         else:
             kind, others = "memory_grows", ""
         findings.append({
             "kind": kind, "ranks": [r["rank"]], "growth_bytes": grow[r["rank"]],
             "samples": [total_bytes(s) for s in r["samples"]],
-            "message": f"rank {r['rank']}'s live tensors grew {human_bytes(grow[r['rank']])} over {n} samples "
-                       f"({human_bytes(total_bytes(first))} → {human_bytes(total_bytes(last))}){others}"
-                       + (f"; what grew: {', '.join(top)}" if top else "")})
+            "message": tr("rank {rank}'s live tensors grew {bytes} over {n} samples ({first} → {last}){others}").format(
+                rank=r["rank"], bytes=human_bytes(grow[r["rank"]]), n=n, first=human_bytes(total_bytes(first)),
+                last=human_bytes(total_bytes(last)), others=others)
+                       + (tr("; what grew: {what}").format(what=", ".join(top)) if top else "")})
     return findings, []
 
 
@@ -220,14 +238,18 @@ def leak_findings(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if f["kind"] not in LEAK_KINDS:
                 continue
             key = (f["kind"], str(f.get("container") or f.get("tensor")))
-            m = merged.setdefault(key, {"kind": f["kind"], "ranks": [], "bytes": {}, "message": f["message"]})
+            m = merged.setdefault(key, {"kind": f["kind"], "ranks": [], "bytes": {}, "message": from_target(f["message"])})
             m["ranks"].append(r["rank"])
             m["bytes"][str(r["rank"])] = f["bytes"]
     out = []
     for m in merged.values():
-        where = "on every rank" if len(m["ranks"]) == len(rep) and len(rep) > 1 else f"on {_ranks_text(m['ranks'])} only" \
-            if len(rep) > 1 else f"on {_ranks_text(m['ranks'])}"
-        m["message"] = f"{where}: {m['message']}"
+        if len(m["ranks"]) == len(rep) and len(rep) > 1:
+            where = tr("on every rank")
+        elif len(rep) > 1:
+            where = tr("on {ranks} only").format(ranks=_ranks_text(m["ranks"]))
+        else:
+            where = tr("on {ranks}").format(ranks=_ranks_text(m["ranks"]))
+        m["message"] = tr("{where}: {message}").format(where=where, message=m["message"])
         out.append(m)
     return sorted(out, key=lambda m: -max(m["bytes"].values()))
 

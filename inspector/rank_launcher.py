@@ -19,6 +19,11 @@ import sys
 DIR_ENV = "STRIDELENS_RANK_DIR"
 
 
+def N_(message: str) -> str:
+    """Marks an English template for the catalogue (no stridelens import here; see probe.N_)."""
+    return message
+
+
 def _write(directory: str, rank: str, info: dict[str, object]) -> None:
     path = os.path.join(directory, f"rank-{rank}.json")
     tmp = path + f".{os.getpid()}.tmp"
@@ -47,7 +52,8 @@ def main(argv: list[str]) -> None:
         try:
             import debugpy
         except ImportError as e:
-            _write(directory, rank, {**info, "error": f"debugpy is not importable by {sys.executable}: {e}"})
+            _write(directory, rank, {**info, "error": N_("debugpy is not importable by {python}: {error}").format(
+                python=sys.executable, error=e)})
             raise SystemExit(1) from e
         # Loopback, a port the OS picks. The adapter runs inside the worker: one process per
         # rank instead of two (a separate adapter is a Python start-up each, on every rank).

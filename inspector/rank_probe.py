@@ -12,6 +12,11 @@ import socket
 import sys
 from typing import Any
 
+
+def N_(message: str) -> str:
+    """Marks an English template for the catalogue (no stridelens import here; see probe.N_)."""
+    return message
+
 PRIVATE_NAME = "_stridelens_rank_probe"
 
 
@@ -45,4 +50,4 @@ def rank_info_json() -> str:
     try:
         return json.dumps({"ok": True, "result": rank_info()})
     except Exception as e:  # noqa: BLE001 -- never raise into the user's process
-        return json.dumps({"ok": False, "error": f"rank probe failed: {type(e).__name__}: {e}"})
+        return json.dumps({"ok": False, "error": N_("rank probe failed: {error}").format(error=f"{type(e).__name__}: {e}")})

@@ -18,10 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from stridelens.i18n import tr
 from stridelens.inspector import rank_probe
 from stridelens.inspector.dap_client import DapClosed, DapError, DapTimeout
 from stridelens.inspector.ranks import Worker
-from stridelens.inspector.session import Breakpoint, InspectError, Session
+from stridelens.inspector.session import Breakpoint, InspectError, NoStop, Session
+from stridelens.inspector.target_text import from_target
 
 DIFF_TOP = 64  # storages read per rank for the difference table (more than --top shows)
 
@@ -79,7 +81,7 @@ class Ranks:
         with self._lock:
             r = self.ranks[worker.rank] = Rank(worker)
             if worker.error:
-                r.failed, r.failed_phase = worker.error, "start"
+                r.failed, r.failed_phase = from_target(worker.error), "start"
             return r
 
     def live(self) -> list[Rank]:
@@ -90,9 +92,10 @@ class Ranks:
     def _fail(self, r: Rank, phase: str, e: BaseException) -> None:
         msg = str(e) or type(e).__name__
         if _gone(r.worker.pid):
-            msg = f"the process (PID {r.worker.pid}) died {'during the report' if phase != 'attach' else 'before the attach'}"
+            msg = (tr("the process (PID {pid}) died during the report") if phase != "attach" else
+                   tr("the process (PID {pid}) died before the attach")).format(pid=r.worker.pid)
         elif isinstance(e, DapClosed):
-            msg = f"its debug connection closed ({msg})"
+            msg = tr("its debug connection closed ({error})").format(error=msg)
         r.failed, r.failed_phase = msg, phase
 
     def run_phase(self, phase: str, fn: Callable[[Rank], None], ranks: list[Rank] | None = None) -> None:
@@ -133,7 +136,7 @@ class Ranks:
             s = r.session = Session(timeout=self.timeout)
             s.attach_pid(r.worker.pid, python=python)
             s.handshake([])
-        self.progress(f"injecting debugpy into {len(self.live())} ranks with gdb (seconds)")
+        self.progress(tr("injecting debugpy into {n} ranks with gdb (seconds)").format(n=len(self.live())))
         self.run_phase("attach", go)
         if breaks:
             self.run_phase("attach", lambda r: r.session.set_breakpoints_now(breaks) if r.session else None)
@@ -148,7 +151,7 @@ class Ranks:
         collective that needs them (they passed the line just before being armed). Resumed
         ranks stop at the next hit, as do the others once the collective completes.
         """
-        self.progress("waiting for every rank's breakpoint")
+        self.progress(tr("waiting for every rank's breakpoint"))
         deadline = time.monotonic() + self.timeout
         waiting = self.live()
         while waiting:
@@ -160,21 +163,19 @@ class Ranks:
                 assert r.session is not None
                 try:
                     r.session.wait_stop(timeout=wait)
-                except InspectError as e:
-                    if "no breakpoint was hit" not in str(e):
-                        raise
+                except NoStop as e:
                     if time.monotonic() >= deadline - 0.05:
                         # Which collective it waits in is what torch's Flight Recorder records.
-                        raise InspectError(f"did not reach the breakpoint within {self.timeout:g} s "
-                                           "(still running, or blocked in a collective)") from e
+                        raise InspectError(tr("did not reach the breakpoint within {seconds} s (still running, "
+                                              "or blocked in a collective)").format(seconds=f"{self.timeout:g}")) from e
                     return
                 with self._lock:
                     stopped.append(r)
             self.run_phase("stop", go, waiting)
             waiting = [r for r in waiting if r.failed is None and r not in stopped]
             if waiting and stopped and settle is not None and time.monotonic() < deadline:
-                self.progress(f"{len(waiting)} ranks not stopped: letting the {len(stopped)} stopped ones "
-                              "through one more collective")
+                self.progress(tr("{waiting} ranks not stopped: letting the {stopped} stopped ones through one "
+                                 "more collective").format(waiting=len(waiting), stopped=len(stopped)))
                 self.run_phase("stop", lambda r: r.session.resume() if r.session else None, stopped)
                 waiting += stopped
 
@@ -183,7 +184,7 @@ class Ranks:
         blocked in a collective (waiting for a rank already paused) stays running: after
         `settle` s the paused ranks are resumed and paused again at once (the collective then
         completes, the blocked rank stops at its pending pause, the others a few lines later)."""
-        self.progress("pausing every rank")
+        self.progress(tr("pausing every rank"))
         deadline = time.monotonic() + self.timeout
         to_pause, pending = self.live(), list[Rank]()
         while to_pause or pending:
@@ -196,13 +197,12 @@ class Ranks:
                 saved, s.timeout = s.timeout, max(wait, 0.5)
                 try:
                     s.pause() if fresh else s.wait_stop()
-                except InspectError as e:
-                    if "no breakpoint was hit" not in str(e):
-                        raise
+                except NoStop as e:
                     if time.monotonic() >= deadline - 0.05:
                         raise InspectError(
-                            f"did not pause within {self.timeout:g} s: its main thread is in C code, often "
-                            "a collective waiting for a rank that is already stopped") from e
+                            tr("did not pause within {seconds} s: its main thread is in C code, often a "
+                               "collective waiting for a rank that is already stopped").format(
+                                seconds=f"{self.timeout:g}")) from e
                     return
                 finally:
                     s.timeout = saved
@@ -213,7 +213,7 @@ class Ranks:
             waiting = [r for r in to_pause + pending if r.failed is None and r not in stopped]
             to_pause, pending = [], waiting
             if waiting and stopped:
-                self.progress(f"{len(waiting)} ranks did not pause: resuming and pausing the others again")
+                self.progress(tr("{n} ranks did not pause: resuming and pausing the others again").format(n=len(waiting)))
                 self.run_phase("stop", lambda r: r.session.resume() if r.session else None, stopped)
                 to_pause = stopped
 
@@ -224,7 +224,7 @@ class Ranks:
 
     def snapshot(self, top: int, min_pin_bytes: int, frame: bool) -> None:
         """Memory on every rank (and the frame report when asked), one sample per call."""
-        self.progress("reading every rank's tensors")
+        self.progress(tr("reading every rank's tensors"))
 
         def go(r: Rank) -> None:
             s = r.session

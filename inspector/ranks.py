@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from stridelens.i18n import N_, tr
 from stridelens.inspector import rank_launcher
 from stridelens.inspector.session import InspectError, UsageError
 
@@ -26,9 +27,9 @@ TORCHRUN_FLAGS = frozenset({
     "--run_path", "--virtual-local-rank", "--virtual_local_rank",
 })
 _MODULE_FLAGS = ("-m", "--module")
-_UNSUPPORTED = {"--no-python": "the workers are not Python", "--no_python": "the workers are not Python",
-                "--run-path": "the workers are not started as processes",
-                "--run_path": "the workers are not started as processes"}
+_UNSUPPORTED = {"--no-python": N_("the workers are not Python"), "--no_python": N_("the workers are not Python"),
+                "--run-path": N_("the workers are not started as processes"),
+                "--run_path": N_("the workers are not started as processes")}
 
 
 @dataclass
@@ -48,15 +49,15 @@ def rewrite_torchrun(cmd: list[str], launcher: str = rank_launcher.__file__) -> 
     """`torchrun OPTS SCRIPT ARGS` (or `python -m torch.distributed.run ...`) with the launcher
     in SCRIPT's place: `torchrun OPTS' launcher [-m] SCRIPT ARGS`."""
     if not cmd:
-        raise UsageError("--all-ranks --launch: give the torchrun command after `--` "
-                         "(e.g. -- torchrun --nproc-per-node 2 train.py)")
+        raise UsageError(tr("--all-ranks --launch: give the torchrun command after `--` (e.g. -- torchrun "
+                            "--nproc-per-node 2 train.py)"))
     if os.path.basename(cmd[0]) == "torchrun":
         head, rest = cmd[:1], cmd[1:]
     elif len(cmd) >= 3 and cmd[1] == "-m" and cmd[2] == "torch.distributed.run":
         head, rest = cmd[:3], cmd[3:]
     else:
-        raise UsageError(f"--all-ranks --launch runs torchrun (or python -m torch.distributed.run), "
-                         f"not {cmd[0]!r}")
+        raise UsageError(tr("--all-ranks --launch runs torchrun (or python -m torch.distributed.run), not "
+                            "{command}").format(command=repr(cmd[0])))
     opts: list[str] = []
     module = False
     i = 0
@@ -69,7 +70,8 @@ def rewrite_torchrun(cmd: list[str], launcher: str = rank_launcher.__file__) -> 
             break
         name = a.split("=", 1)[0]
         if name in _UNSUPPORTED:
-            raise UsageError(f"--all-ranks --launch: torchrun {name} is not supported ({_UNSUPPORTED[name]})")
+            raise UsageError(tr("--all-ranks --launch: torchrun {option} is not supported ({why})").format(
+                option=name, why=tr(_UNSUPPORTED[name])))
         if name in _MODULE_FLAGS:
             module = True  # moved behind the launcher: torchrun must run the launcher as a file
             i += 1
@@ -77,15 +79,15 @@ def rewrite_torchrun(cmd: list[str], launcher: str = rank_launcher.__file__) -> 
         opts.append(a)
         if "=" not in a and a not in TORCHRUN_FLAGS:  # (abbreviated flags are not known)
             if i + 1 >= len(rest):
-                raise UsageError(f"torchrun option {a} needs a value")
+                raise UsageError(tr("torchrun option {option} needs a value").format(option=a))
             opts.append(rest[i + 1])
             i += 1
         i += 1
     if i >= len(rest):
-        raise UsageError("--all-ranks --launch: the torchrun command has no training script")
+        raise UsageError(tr("--all-ranks --launch: the torchrun command has no training script"))
     script, args = rest[i], rest[i + 1:]
     if not module and not os.path.isfile(script):
-        raise UsageError(f"--all-ranks --launch: no such training script {script}")
+        raise UsageError(tr("--all-ranks --launch: no such training script {path}").format(path=script))
     return [*head, *opts, launcher, *(["-m"] if module else []), script, *args]
 
 
@@ -143,10 +145,10 @@ def _worker(pid: int, env: dict[str, str]) -> Worker:
 def find_workers(pid: int) -> tuple[int | None, list[Worker]]:
     """(agent PID, workers) for PID = the torchrun agent or any of its workers."""
     if not os.path.exists(f"/proc/{pid}"):
-        raise InspectError(f"no process with PID {pid}")
+        raise InspectError(tr("no process with PID {pid}").format(pid=pid))
     env = environ(pid)
     if env is None:
-        raise InspectError(f"cannot read the environment of PID {pid} (another user's process?)")
+        raise InspectError(tr("cannot read the environment of PID {pid} (another user's process?)").format(pid=pid))
     agent = pid
     if "LOCAL_RANK" in env:
         agent = parent(pid) or pid
@@ -168,8 +170,8 @@ def find_workers(pid: int) -> tuple[int | None, list[Worker]]:
             break
         level = nxt
     if not found:
-        raise InspectError(f"PID {pid} is not a torchrun worker or agent: no child process has LOCAL_RANK "
-                           "in its environment")
+        raise InspectError(tr("PID {pid} is not a torchrun worker or agent: no child process has LOCAL_RANK "
+                              "in its environment").format(pid=pid))
     run_id = env.get("TORCHELASTIC_RUN_ID")
     if run_id is not None:  # the PID given was a worker: keep its own job's ranks
         found = [w for w in found if (environ(w.pid) or {}).get("TORCHELASTIC_RUN_ID") == run_id]

@@ -13,7 +13,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from stridelens.server.units import human_bytes, plural
+from stridelens.i18n import ntr, tr
+from stridelens.inspector.target_text import from_target
+from stridelens.server.units import human_bytes
 
 
 def _tuple(v: list[int] | None) -> str:
@@ -37,20 +39,23 @@ def describe_table(expr: str, d: dict[str, Any]) -> Table:
     t.add_column("fact", style="bold cyan")
     t.add_column("value")
     layout = d["layout"] + (f", {d['memory_format']}" if d.get("memory_format") else "")
-    t.add_row("shape", _tuple(d["shape"]))
-    t.add_row("dtype / device", f"{d['dtype']} / {d['device']}")
-    t.add_row("layout", layout)
-    t.add_row("strides", _tuple(d["strides"]))
-    t.add_row("storage offset", str(d["storage_offset"]))
-    t.add_row("contiguous", str(d["contiguous"]))
-    t.add_row("size", f"{d['numel']} × {d['element_size']} B = {human_bytes(d['nbytes'])}")
+    t.add_row(tr("shape"), _tuple(d["shape"]))
+    t.add_row(tr("dtype / device"), f"{d['dtype']} / {d['device']}")
+    t.add_row(tr("layout"), layout)
+    t.add_row(tr("strides"), _tuple(d["strides"]))
+    t.add_row(tr("storage offset"), str(d["storage_offset"]))
+    t.add_row(tr("contiguous"), str(d["contiguous"]))
+    t.add_row(tr("size"), f"{d['numel']} × {d['element_size']} B = {human_bytes(d['nbytes'])}")
     if d["storage_bytes"] is not None:
-        t.add_row("storage", f"{human_bytes(d['storage_bytes'])}  [dim]{d['storage_key']}[/dim]")
+        t.add_row(tr("storage"), f"{human_bytes(d['storage_bytes'])}  [dim]{d['storage_key']}[/dim]")
     if d["is_view"]:
         b = d["base"]
-        named = f"`{b['name']}`, " if b.get("name") else ""
-        t.add_row("view of", f"{named}a tensor of shape {_tuple(b['shape'])} (the `_base`)")
-    t.add_row("version", str(d["version"]))
+        if b.get("name"):
+            base = tr("`{name}`, a tensor of shape {shape} (the `_base`)").format(name=b["name"], shape=_tuple(b["shape"]))
+        else:
+            base = tr("a tensor of shape {shape} (the `_base`)").format(shape=_tuple(b["shape"]))
+        t.add_row(tr("view of"), base)
+    t.add_row(tr("version"), str(d["version"]))
     t.add_row("autograd", f"requires_grad={d['requires_grad']} is_leaf={d['is_leaf']} "
                           f"retains_grad={d['retains_grad']}")
     g = d["grad"]
@@ -59,79 +64,123 @@ def describe_table(expr: str, d: dict[str, Any]) -> Table:
         chain = " → ".join(n["name"] for n in d["grad_fn_chain"][:8])
         t.add_row("grad_fn", chain + (" …" if len(d["grad_fn_chain"]) > 8 else ""))
         gr = d["graph"]
-        t.add_row("graph holds", f"{human_bytes(gr['saved_bytes'])} in {gr['saved_storages']} saved storages "
-                                 f"({plural(gr['nodes'], 'node')})")
+        t.add_row(tr("graph holds"), ntr("{bytes} in {n} saved storage ({nodes})", "{bytes} in {n} saved storages ({nodes})",
+                                         gr["saved_storages"]).format(
+            bytes=human_bytes(gr["saved_bytes"]), n=gr["saved_storages"],
+            nodes=ntr("{n} node", "{n} nodes", gr["nodes"]).format(n=f"{gr['nodes']:,}")))
     c = d.get("cuda")
     if c:
-        share = f", this storage {100 * c['share']:.1f}%" if c.get("share") else ""
-        t.add_row("CUDA", f"{c['device']}: allocated {human_bytes(c['allocated'])}, reserved "
-                          f"{human_bytes(c['reserved'])}, peak {human_bytes(c['peak'])}{share}")
+        numbers = tr("{device}: allocated {allocated}, reserved {reserved}, peak {peak}").format(
+            device=c["device"], allocated=human_bytes(c["allocated"]), reserved=human_bytes(c["reserved"]),
+            peak=human_bytes(c["peak"]))
+        if c.get("share"):
+            numbers += tr(", this storage {percent}%").format(percent=f"{100 * c['share']:.1f}")
+        t.add_row("CUDA", numbers)
     s = d.get("stats")
     if s:
-        t.add_row("values", ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in s.items()))
+        t.add_row(tr("values"), ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in s.items()))
     for note in d.get("notes", []):
-        t.add_row("note", Text(note, style="yellow"))
+        t.add_row(tr("note"), Text(from_target(note), style="yellow"))
     return t
 
 
+def group_summary(g: dict[str, Any]) -> str:
+    """The probe's summary of a storage group (`_group_summary`), in the current language."""
+    names = [m["name"] for m in g["tensors"]]
+    nbytes = g["storage_bytes"]
+    if len(names) == 1:
+        head = (tr("{name} uses one {n}-byte storage") if nbytes < 10240 else tr("{name} uses one {size} storage"))
+    else:
+        head = (tr("{names} share one {n}-byte storage") if nbytes < 10240 else tr("{names} share one {size} storage"))
+    parts = [head.format(name=names[0], names=", ".join(names), n=nbytes, size=human_bytes(nbytes))]
+    for m in g["tensors"]:
+        if m["is_view"]:
+            base = m["view_of"] or tr("an unnamed base")
+            parts.append(tr("{name} is a view of {base} at offset {offset}").format(
+                name=m["name"], base=base, offset=m["storage_offset"]))
+    written = max((m["version"] or 0) for m in g["tensors"])
+    if written and len(names) > 1:
+        parts.append(ntr("written in place {n} time (every tensor sharing it sees the change)",
+                         "written in place {n} times (every tensor sharing it sees the change)", written).format(n=written))
+    return tr("; ").join(parts)
+
+
 def frame_table(r: dict[str, Any]) -> Group:
-    t = Table(title="Tensors in this frame, grouped by storage", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("storage", "tensor", "shape", "dtype", "strides", "offset", "contig.", "view of", "grad_fn"):
-        t.add_column(col, no_wrap=col in ("storage", "shape", "strides"))
+    t = Table(title=tr("Tensors in this frame, grouped by storage"), box=box.SIMPLE_HEAD, title_justify="left")
+    for col, wrap in ((tr("storage"), False), (tr("tensor"), True), (tr("shape"), False), ("dtype", True),
+                      (tr("strides"), False), (tr("offset"), True), (tr("contig."), True), (tr("view of"), True),
+                      ("grad_fn", True)):
+        t.add_column(col, no_wrap=not wrap)
     for g in r["groups"]:
         for i, m in enumerate(g["tensors"]):
             t.add_row(
                 f"{human_bytes(g['storage_bytes'])} {g['device']}" if i == 0 else "",
                 Text(m["name"], style="bold"), _tuple(m["shape"]), m["dtype"], _tuple(m["strides"]),
-                str(m["storage_offset"]), "yes" if m["contiguous"] else "no",
-                (m["view_of"] or "(unnamed)") if m["is_view"] else "", m["grad_fn"] or "",
+                str(m["storage_offset"]), tr("yes") if m["contiguous"] else tr("no"),
+                (m["view_of"] or tr("(unnamed)")) if m["is_view"] else "", m["grad_fn"] or "",
             )
-    lines = [Text(f"• {g['summary']}") for g in r["groups"] if len(g["tensors"]) > 1 or g["tensors"][0]["is_view"]]
-    lines += [Text(f"• {x['name']}: {x['layout']} tensor, {x['note']}", style="yellow") for x in r["no_storage"]]
-    total = Text(f"{plural(r['tensor_count'], 'tensor')}, {plural(len(r['groups']), 'storage')}, {human_bytes(r['total_bytes'])}",
-                 style="dim")
+    lines = [Text(f"• {group_summary(g)}") for g in r["groups"] if len(g["tensors"]) > 1 or g["tensors"][0]["is_view"]]
+    lines += [Text("• " + tr("{name}: {layout} tensor, {note}").format(name=x["name"], layout=x["layout"],
+                                                                         note=from_target(x["note"])),
+                   style="yellow") for x in r["no_storage"]]
+    total = Text(tr("{tensors}, {storages}, {bytes}").format(
+        tensors=ntr("{n} tensor", "{n} tensors", r["tensor_count"]).format(n=f"{r['tensor_count']:,}"),
+        storages=ntr("{n} storage", "{n} storages", len(r["groups"])).format(n=f"{len(r['groups']):,}"),
+        bytes=human_bytes(r["total_bytes"])), style="dim")
     return Group(t, *lines, total)
 
 
 def memory_tables(r: dict[str, Any]) -> Group:
-    dev = Table(title="Live tensors per device", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("device", "tensors", "storages", "bytes", "graph-only", "allocator"):
-        dev.add_column(col, justify="left" if col == "device" else "right")
+    dev = Table(title=tr("Live tensors per device"), box=box.SIMPLE_HEAD, title_justify="left")
+    for i, col in enumerate((tr("device"), tr("tensors"), tr("storages"), tr("bytes"), tr("graph-only"), tr("allocator"))):
+        dev.add_column(col, justify="left" if i == 0 else "right")
     for d in r["devices"]:
-        alloc = f"{human_bytes(d['allocated'])} allocated" if "allocated" in d else ""
+        alloc = tr("{bytes} allocated").format(bytes=human_bytes(d["allocated"])) if "allocated" in d else ""
         dev.add_row(str(d["device"]), str(d["tensors"]), str(d["storages"]), human_bytes(d["bytes"]),
                     human_bytes(d["graph_only_bytes"]), alloc)
-    top = Table(title=f"Largest storages (top {len(r['top'])})", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("bytes", "device", "used", "held by"):
-        top.add_column(col, justify="right" if col in ("bytes", "used") else "left")
+    top = Table(title=tr("Largest storages (top {n})").format(n=len(r["top"])), box=box.SIMPLE_HEAD,
+                title_justify="left")
+    for i, col in enumerate((tr("bytes"), tr("device"), tr("used"), tr("held by"))):
+        top.add_column(col, justify="right" if i in (0, 2) else "left")
     for g in r["top"]:
         held = ", ".join(g["names"][:4]) + (" …" if len(g["names"]) > 4 else "")
         extra = []
         if g["unnamed"]:
-            extra.append(f"{g['unnamed']} unnamed")
+            extra.append(tr("{n} unnamed").format(n=g["unnamed"]))
         if g["saved_by_graph"]:
-            extra.append("saved by an autograd graph")
-        held = "; ".join(x for x in [held, *extra] if x)
+            extra.append(tr("saved by an autograd graph"))
+        held = tr("; ").join(x for x in [held, *extra] if x)
         top.add_row(human_bytes(g["bytes"]), str(g["device"]), human_bytes(g["used_bytes"]), held)
     parts: list[Any] = [dev, top]
     if r["findings"]:
-        parts.append(Text("Findings", style="bold"))
+        parts.append(Text(tr("Findings"), style="bold"))
         for f in r["findings"]:
-            parts.append(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), ": ", f["message"]))
+            parts.append(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), tr(": "), from_target(f["message"])))
     else:
-        parts.append(Text("No leak patterns found.", style="green"))
-    parts.append(Text(f"{plural(r['tensor_count'], 'live tensor')}, {plural(r['storage_count'], 'storage')}, "
-                      f"{plural(r['graph_roots'], 'graph root')} ({plural(r['graph_nodes'], 'node')} walked)", style="dim"))
+        parts.append(Text(tr("No leak patterns found."), style="green"))
+    parts.append(Text(tr("{tensors}, {storages}, {roots} ({nodes} walked)").format(
+        tensors=ntr("{n} live tensor", "{n} live tensors", r["tensor_count"]).format(n=f"{r['tensor_count']:,}"),
+        storages=ntr("{n} storage", "{n} storages", r["storage_count"]).format(n=f"{r['storage_count']:,}"),
+        roots=ntr("{n} graph root", "{n} graph roots", r["graph_roots"]).format(n=f"{r['graph_roots']:,}"),
+        nodes=ntr("{n} node", "{n} nodes", r["graph_nodes"]).format(n=f"{r['graph_nodes']:,}")), style="dim"))
     return Group(*parts)
 
 
-def print_text(report: dict[str, Any], console: Console) -> None:
-    stop = report.get("stop") or {}
-    tgt = report.get("target") or {}
+def stop_line(stop: dict[str, Any], target: dict[str, Any], raised: bool = False) -> Text:
+    """`stopped (breakpoint) train.py:42 in step  — pid 4242, torch 2.5.1`."""
     where = f"{stop.get('path')}:{stop.get('line')}" if stop.get("path") else "?"
-    console.print(Text.assemble(("stopped ", "dim"), (f"({stop.get('reason')}) ", "dim"), (where, "bold"),
-                                (f" in {stop.get('function')}", "dim"),
-                                (f"  — pid {tgt.get('pid')}, torch {tgt.get('torch')}", "dim")))
+    lead = tr("raised at ") if raised else tr("stopped ({reason}) ").format(reason=stop.get("reason"))
+    return Text.assemble((lead, "dim"), (where, "bold"),
+                         (tr(" in {function}").format(function=stop.get("function")), "dim"),
+                         (pid_torch(target), "dim"))
+
+
+def pid_torch(target: dict[str, Any]) -> str:
+    return tr("  — pid {pid}, torch {torch}").format(pid=target.get("pid"), torch=target.get("torch"))
+
+
+def print_text(report: dict[str, Any], console: Console) -> None:
+    console.print(stop_line(report.get("stop") or {}, report.get("target") or {}))
     for item in report.get("expressions", []):
         if "error" in item:
             console.print(Text(f"{item['expr']}: {item['error']}", style="red"))
@@ -145,39 +194,48 @@ def print_text(report: dict[str, Any], console: Console) -> None:
 
 def _where(loc: dict[str, Any] | None) -> Text:
     if not loc:
-        return Text("(line not recorded)", style="dim")
+        return Text(tr("(line not recorded)"), style="dim")
     path = loc["path"]
     with contextlib.suppress(ValueError):  # another drive (Windows)
         rel = os.path.relpath(path)
         path = path if rel.startswith("..") else rel
-    return Text.assemble((f"{path}:{loc['line']}", "bold"), (f" in {loc['function']}", "dim"),
+    return Text.assemble((f"{path}:{loc['line']}", "bold"), (tr(" in {function}").format(function=loc["function"]), "dim"),
                          (f"  {loc['code']}" if loc.get("code") else "", "cyan"))
 
 
 def explain_errors_table(r: dict[str, Any]) -> Group:
     """The in-place error explained: tensor, saving op, in-place op(s), versions."""
-    t = Table(title="In-place modification of a tensor autograd saved for backward", box=box.SIMPLE_HEAD,
+    t = Table(title=tr("In-place modification of a tensor autograd saved for backward"), box=box.SIMPLE_HEAD,
               show_header=False, title_justify="left")
     t.add_column("fact", style="bold cyan")
     t.add_column("value")
     tensor = r.get("tensor")
     if tensor:
-        names = ", ".join(f"{n['name']}" + ("" if n["same_window"] else f" (a view {_tuple(n['shape'])})")
-                          + f" in {n['function']}" for n in tensor["names"]) or "no name (the frames that held it have returned)"
-        t.add_row("tensor", f"{_tuple(tensor['shape'])} {tensor['dtype']} {tensor['device']}; bound to: {names}")
+        names = tr(", ").join(
+            (tr("{name} in {function}") if n["same_window"] else tr("{name} (a view {shape}) in {function}")).format(
+                name=n["name"], shape=_tuple(n["shape"]), function=n["function"])
+            for n in tensor["names"]) or tr("no name (the frames that held it have returned)")
+        t.add_row(tr("tensor"), tr("{shape} {dtype} {device}; bound to: {names}").format(
+            shape=_tuple(tensor["shape"]), dtype=tensor["dtype"], device=tensor["device"], names=names))
     saved = r.get("saved_by")
     if saved:
-        what = "its output" if saved["as"].startswith("result") else f"its input `{saved['as']}`"
-        op = f"{saved['op']} ({saved['node']} keeps {what})" if saved.get("op") else saved["node"]
-        t.add_row("saved by", Text.assemble(op, " at ", _where(saved.get("location"))))
+        if not saved.get("op"):
+            op = saved["node"]
+        elif saved["as"].startswith("result"):
+            op = tr("{op} ({node} keeps its output)").format(op=saved["op"], node=saved["node"])
+        else:
+            op = tr("{op} ({node} keeps its input `{name}`)").format(op=saved["op"], node=saved["node"], name=saved["as"])
+        t.add_row(tr("saved by"), Text.assemble(op, tr(" at "), _where(saved.get("location"))))
     for m in r.get("modified_by", []):
-        t.add_row("modified by", Text.assemble(f"{m['op']} (version {m['version_before']} → {m['version_after']}) at ",
-                                               _where(m.get("location"))))
+        t.add_row(tr("modified by"), Text.assemble(
+            tr("{op} (version {before} → {after})").format(op=m["op"], before=m["version_before"], after=m["version_after"]),
+            tr(" at "), _where(m.get("location"))))
     if saved and not r.get("modified_by"):
-        t.add_row("modified by", Text("not recorded (an in-place op on another thread, or through .data)",
-                                      style="dim"))
-    t.add_row("versions", f"expected {r.get('expected_version')}, actual {r.get('actual_version')}")
-    t.add_row("torch said", Text(r.get("message", ""), style="dim"))
+        t.add_row(tr("modified by"), Text(tr("not recorded (an in-place op on another thread, or through .data)"),
+                                          style="dim"))
+    t.add_row(tr("versions"), tr("expected {expected}, actual {actual}").format(
+        expected=r.get("expected_version"), actual=r.get("actual_version")))
+    t.add_row(tr("torch said"), Text(r.get("message", ""), style="dim"))
     return Group(t)
 
 
@@ -186,16 +244,13 @@ def print_explain_errors(report: dict[str, Any], console: Console) -> None:
     tgt = report.get("target") or {}
     if not r["occurred"]:
         if r.get("finished"):
-            what = f"the script finished (exit code {r['exit_code']})"
+            what = tr("the script finished (exit code {code}) without raising 'one of the variables needed for "
+                      "gradient computation has been modified by an inplace operation'.").format(code=r["exit_code"])
         else:
-            what = f"the script was still running after {r['waited_s']:g} s (see --timeout)"
-        console.print(Text.assemble(
-            ("No in-place error: ", "bold green"),
-            f"{what} without raising 'one of the variables needed for gradient computation has been "
-            "modified by an inplace operation'.", (f"  — pid {tgt.get('pid')}, torch {tgt.get('torch')}", "dim")))
+            what = tr("the script was still running after {seconds} s (see --timeout) without raising 'one of "
+                      "the variables needed for gradient computation has been modified by an inplace "
+                      "operation'.").format(seconds=f"{r['waited_s']:g}")
+        console.print(Text.assemble((tr("No in-place error: "), "bold green"), what, (pid_torch(tgt), "dim")))
         return
-    stop = report.get("stop") or {}
-    console.print(Text.assemble(("raised at ", "dim"), (f"{stop.get('path')}:{stop.get('line')}", "bold"),
-                                (f" in {stop.get('function')}", "dim"),
-                                (f"  — pid {tgt.get('pid')}, torch {tgt.get('torch')}", "dim")))
+    console.print(stop_line(report.get("stop") or {}, tgt, raised=True))
     console.print(explain_errors_table(r))

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from stridelens.i18n import tr
 from stridelens.inspector import probe as probe_module
 from stridelens.inspector.dap_client import DapClient, DapClosed, DapError, DapTimeout
+from stridelens.inspector.target_text import from_target
 
 PROBE = f"__import__('sys').modules[{probe_module.PRIVATE_NAME!r}]"
 
@@ -43,6 +45,10 @@ class UsageError(InspectError):
     """Bad command-line input (exit code 2)."""
 
 
+class NoStop(InspectError):
+    """No breakpoint was hit (nor pause taken) within the timeout; the target still runs."""
+
+
 @dataclass(frozen=True)
 class Breakpoint:
     path: str
@@ -53,13 +59,13 @@ class Breakpoint:
     def parse(cls, spec: str, cwd: str | None = None) -> Breakpoint:
         parts = spec.split(":", 2)
         if len(parts) < 2 or not parts[1].strip().isdigit():
-            raise UsageError(f"--break {spec!r}: expected FILE:LINE[:CONDITION]")
+            raise UsageError(tr("--break {spec}: expected FILE:LINE[:CONDITION]").format(spec=repr(spec)))
         path = os.path.abspath(os.path.join(cwd or os.getcwd(), parts[0]))
         if not os.path.isfile(path):
-            raise UsageError(f"--break {spec!r}: no such file {path}")
+            raise UsageError(tr("--break {spec}: no such file {path}").format(spec=repr(spec), path=path))
         line = int(parts[1])
         if line < 1:
-            raise UsageError(f"--break {spec!r}: line numbers start at 1")
+            raise UsageError(tr("--break {spec}: line numbers start at 1").format(spec=repr(spec)))
         cond = parts[2].strip() if len(parts) == 3 and parts[2].strip() else None
         lines = code_lines(path)
         # debugpy 1.8 answers verified=true for any line and silently moves the breakpoint to
@@ -67,8 +73,9 @@ class Breakpoint:
         if lines and line not in lines:
             near = sorted(lines, key=lambda n: (abs(n - line), n))[:2]
             raise UsageError(
-                f"--break {spec!r}: line {line} of {parts[0]} has no code (blank, comment, or past "
-                f"the end); nearest lines with code: {', '.join(map(str, sorted(near)))}")
+                tr("--break {spec}: line {line} of {file} has no code (blank, comment, or past the end); "
+                   "nearest lines with code: {near}").format(
+                    spec=repr(spec), line=line, file=parts[0], near=", ".join(map(str, sorted(near)))))
         return cls(path, line, cond)
 
 
@@ -92,10 +99,10 @@ def parse_address(text: str, allow_remote: bool = False) -> tuple[str, int]:
     """HOST:PORT, checked to be loopback before any socket exists (unless allow_remote)."""
     host, sep, port_s = text.rpartition(":")
     if not sep or not port_s.isdigit() or not host:
-        raise UsageError(f"--connect {text!r}: expected HOST:PORT")
+        raise UsageError(tr("--connect {address}: expected HOST:PORT").format(address=repr(text)))
     port = int(port_s)
     if not 0 < port < 65536:
-        raise UsageError(f"--connect {text!r}: port out of range")
+        raise UsageError(tr("--connect {address}: port out of range").format(address=repr(text)))
     host = host.strip("[]")
     if host == "localhost":
         return "127.0.0.1", port
@@ -108,8 +115,9 @@ def parse_address(text: str, allow_remote: bool = False) -> tuple[str, int]:
     if not allow_remote:
         # Names other than localhost are not resolved: resolving could itself reach the network.
         raise UsageError(
-            f"--connect {text!r}: {host} is not a loopback address; debugpy runs arbitrary code "
-            "for whoever connects, so remote endpoints need an explicit --allow-remote"
+            tr("--connect {address}: {host} is not a loopback address; debugpy runs arbitrary code for "
+               "whoever connects, so remote endpoints need an explicit --allow-remote").format(
+                address=repr(text), host=host)
         )
     return host, port
 
@@ -181,11 +189,11 @@ class Session:
                output: IO[str] | None = None) -> None:
         """Run `script` under debugpy (waiting for us), its output forwarded to `output`."""
         if not os.path.isfile(script):
-            raise UsageError(f"--launch: no such file {script}")
+            raise UsageError(tr("--launch: no such file {path}").format(path=script))
         port = free_port()
         cmd = [python or sys.executable, "-X", "frozen_modules=off", "-m", "debugpy",
                "--listen", f"127.0.0.1:{port}", "--wait-for-client", script, *args]
-        self.progress(f"launching {os.path.basename(script)} under debugpy")
+        self.progress(tr("launching {script} under debugpy").format(script=os.path.basename(script)))
         env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env)
@@ -195,43 +203,44 @@ class Session:
         self._connect_retrying("127.0.0.1", port, lambda: self.proc is not None and self.proc.poll() is not None)
 
     def connect(self, host: str, port: int) -> None:
-        self.progress(f"connecting to {host}:{port}")
+        self.progress(tr("connecting to {address}").format(address=f"{host}:{port}"))
         try:
             self.client = DapClient.connect(host, port, timeout=2.0)
         except DapTimeout as e:
             raise InspectError(
-                f"nothing accepts connections at {host}:{port} (is the target running "
-                "debugpy.listen() / python -m debugpy --listen on that port?)") from e
+                tr("nothing accepts connections at {address} (is the target running debugpy.listen() / "
+                   "python -m debugpy --listen on that port?)").format(address=f"{host}:{port}")) from e
 
     def attach_pid(self, pid: int, python: str | None = None) -> None:
         """debugpy's PID injection (needs gdb); the port is remembered: inject once per process."""
         if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
-            raise InspectError(f"no process with PID {pid}")
+            raise InspectError(tr("no process with PID {pid}").format(pid=pid))
         start = _proc_start(pid)
         state = self._load_state()
         known = state.get(str(pid))
         if known and known.get("start") == start:
             port = int(known["port"])
-            self.progress(f"PID {pid}: reusing debugpy on port {port}")
+            self.progress(tr("PID {pid}: reusing debugpy on port {port}").format(pid=pid, port=port))
             with contextlib.suppress(DapTimeout):
                 self.client = DapClient.connect("127.0.0.1", port, timeout=2.0)
                 return
             raise InspectError(
-                f"PID {pid} already had debugpy injected (port {port}) but it does not answer; "
-                "a second injection would fail inside the target")
+                tr("PID {pid} already had debugpy injected (port {port}) but it does not answer; a second "
+                   "injection would fail inside the target").format(pid=pid, port=port))
         if shutil.which("gdb") is None:
-            raise InspectError("--pid needs gdb on PATH (Debian/Ubuntu: apt-get install gdb)")
+            raise InspectError(tr("--pid needs gdb on PATH (Debian/Ubuntu: apt-get install gdb)"))
         port = free_port()
-        self.progress(f"injecting debugpy into PID {pid} with gdb (takes seconds)")
+        self.progress(tr("injecting debugpy into PID {pid} with gdb (takes seconds)").format(pid=pid))
         cmd = [python or sys.executable, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "--pid", str(pid)]
         try:
             out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                  timeout=max(60.0, self.timeout))
         except subprocess.TimeoutExpired as e:
-            raise InspectError(f"injecting debugpy into PID {pid} timed out") from e
+            raise InspectError(tr("injecting debugpy into PID {pid} timed out").format(pid=pid)) from e
         if out.returncode != 0:
             tail = (out.stderr or out.stdout).strip().splitlines()[-3:]
-            raise InspectError(f"injecting debugpy into PID {pid} failed: {' / '.join(tail)}")
+            raise InspectError(tr("injecting debugpy into PID {pid} failed: {output}").format(
+                pid=pid, output=" / ".join(tail)))
         with _STATE_LOCK:  # --all-ranks injects into several ranks at once: re-read, then add
             state = self._load_state()
             state[str(pid)] = {"port": port, "start": start}
@@ -240,18 +249,19 @@ class Session:
             self.client = DapClient.connect("127.0.0.1", port, timeout=self.timeout)
         except DapTimeout as e:
             raise InspectError(
-                f"debugpy did not start listening in PID {pid} (ptrace not permitted? "
-                "see /proc/sys/kernel/yama/ptrace_scope)") from e
+                tr("debugpy did not start listening in PID {pid} (ptrace not permitted? see "
+                   "/proc/sys/kernel/yama/ptrace_scope)").format(pid=pid)) from e
 
     def _connect_retrying(self, host: str, port: int, dead: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if dead():
-                raise InspectError("the target exited before debugpy started listening")
+                raise InspectError(tr("the target exited before debugpy started listening"))
             with contextlib.suppress(DapTimeout):
                 self.client = DapClient.connect(host, port, timeout=0.5)
                 return
-        raise InspectError(f"debugpy did not listen on {host}:{port} within {self.timeout:g} s")
+        raise InspectError(tr("debugpy did not listen on {address} within {seconds} s").format(
+            address=f"{host}:{port}", seconds=f"{self.timeout:g}"))
 
     def _load_state(self) -> dict[str, Any]:
         try:
@@ -272,7 +282,7 @@ class Session:
 
     def _c(self) -> DapClient:
         if self.client is None:
-            raise InspectError("not connected")
+            raise InspectError(tr("not connected"))
         return self.client
 
     def handshake(self, breakpoints: list[Breakpoint]) -> None:
@@ -304,20 +314,22 @@ class Session:
         except DapError as e:
             if e.command == "attach" and "already being debugged" in e.message:
                 raise InspectError(
-                    "the target is already attached: another `stridelens inspect` or an editor's "
-                    "debugger holds its debugpy session (one client at a time); detach it and retry"
+                    tr("the target is already attached: another `stridelens inspect` or an editor's "
+                       "debugger holds its debugpy session (one client at a time); detach it and retry")
                 ) from e
-            raise InspectError(f"debugpy refused {e.command}: {e.message}") from e
+            raise InspectError(tr("debugpy refused {command}: {message}").format(
+                command=e.command, message=e.message)) from e
         except DapTimeout as e:
             raise InspectError(
-                f"the target did not answer within {self.timeout:g} s ({e}); it may be running C code "
-                "that holds the GIL (debugpy can only act between Python bytecodes) — try again later "
-                "or with a longer --timeout") from e
+                tr("the target did not answer within {seconds} s ({error}); it may be running C code that "
+                   "holds the GIL (debugpy can only act between Python bytecodes) — try again later or "
+                   "with a longer --timeout").format(seconds=f"{self.timeout:g}", error=e)) from e
         except DapClosed as e:
-            raise InspectError(f"debug session failed to start: {e}") from e
+            raise InspectError(tr("debug session failed to start: {error}").format(error=e)) from e
         if breakpoints and len(self.unverified) == len(breakpoints):
             bp, msg = self.unverified[0]
-            raise InspectError(f"breakpoint {bp.path}:{bp.line} was not accepted by debugpy: {msg}")
+            raise InspectError(tr("breakpoint {where} was not accepted by debugpy: {message}").format(
+                where=f"{bp.path}:{bp.line}", message=msg))
 
     def set_breakpoints_now(self, breakpoints: list[Breakpoint]) -> None:
         """Set line breakpoints on a target that already runs under us (after `handshake`);
@@ -333,9 +345,10 @@ class Session:
                                     for b in bps],
                 }, timeout=self.timeout)
         except DapError as e:
-            raise InspectError(f"debugpy refused setBreakpoints: {e.message}") from e
+            raise InspectError(tr("debugpy refused {command}: {message}").format(
+                command="setBreakpoints", message=e.message)) from e
         except DapClosed as e:
-            raise TargetGone(self._exit_message("while setting breakpoints")) from e
+            raise TargetGone(self._exit_message(tr("while setting breakpoints"))) from e
         self.breakpoints = list(breakpoints)
 
     def _wait_initialized(self, c: DapClient, attach_seq: int) -> bool:
@@ -353,7 +366,8 @@ class Session:
                 return attached
             except DapTimeout:
                 if time.monotonic() >= deadline:
-                    raise DapTimeout(f"no initialized event within {self.timeout:g} s") from None
+                    raise DapTimeout(tr("no {events} event within {seconds} s").format(
+                        events="initialized", seconds=f"{self.timeout:g}")) from None
 
     def wait_stop(self, timeout: float | None = None) -> None:
         """Wait for a breakpoint hit; a target that exits first is an error."""
@@ -362,12 +376,12 @@ class Session:
         try:
             i, ev = c.wait_event({"stopped", "terminated", "exited"}, timeout, self._event_cursor)
         except DapClosed as e:
-            raise InspectError(self._exit_message("before any breakpoint was hit")) from e
+            raise InspectError(self._exit_message(tr("before any breakpoint was hit"))) from e
         except DapTimeout as e:
-            raise InspectError(f"no breakpoint was hit within {timeout:g} s") from e
+            raise NoStop(tr("no breakpoint was hit within {seconds} s").format(seconds=f"{timeout:g}")) from e
         self._event_cursor = i + 1
         if ev["event"] != "stopped":
-            raise InspectError(self._exit_message("before any breakpoint was hit"))
+            raise InspectError(self._exit_message(tr("before any breakpoint was hit")))
         body = ev.get("body") or {}
         self.stop_reason = body.get("reason")
         self.thread_id = body.get("threadId")
@@ -379,12 +393,12 @@ class Session:
             threads = c.request("threads", timeout=self.timeout).get("threads", [])
             main = next((t for t in threads if t.get("name") == "MainThread"), threads[0] if threads else None)
             if main is None:
-                raise InspectError("the target has no Python threads to pause")
+                raise InspectError(tr("the target has no Python threads to pause"))
             c.request("pause", {"threadId": main["id"]}, timeout=self.timeout)
         except DapError as e:
-            raise InspectError(f"pause failed: {e.message}") from e
+            raise InspectError(tr("pause failed: {message}").format(message=e.message)) from e
         except DapClosed as e:
-            raise InspectError(self._exit_message("before it could be paused")) from e
+            raise InspectError(self._exit_message(tr("before it could be paused"))) from e
         self.wait_stop()
         if self.thread_id != main["id"]:
             # pydevd suspends every thread and may name any of them in `stopped` (seen with
@@ -404,7 +418,7 @@ class Session:
         frames = c.request("stackTrace", {"threadId": self.thread_id, "startFrame": 0, "levels": 20},
                            timeout=self.timeout).get("stackFrames", [])
         if not frames:
-            raise InspectError("the stopped thread has no Python frames")
+            raise InspectError(tr("the stopped thread has no Python frames"))
         frame = frames[0]
         if self.stop_reason == "pause":
             # A pause lands wherever the thread is, often inside the standard library or a
@@ -427,7 +441,9 @@ class Session:
 
     def _exit_message(self, when: str) -> str:
         code = self._reported_exit_code(wait_s=2.0)
-        return f"the target exited{'' if code is None else f' (exit code {code})'} {when}"
+        if code is None:
+            return tr("the target exited {when}").format(when=when)
+        return tr("the target exited (exit code {code}) {when}").format(code=code, when=when)
 
     # ------------------------------------------------------------------ evaluate and the probe
 
@@ -439,13 +455,13 @@ class Session:
                 "format": {"rawString": True},
             }, timeout=self.timeout if timeout is None else timeout)
         except DapClosed as e:
-            raise TargetGone(self._exit_message("during the inspection")) from e
+            raise TargetGone(self._exit_message(tr("during the inspection"))) from e
         except DapTimeout as e:
             raise InspectError(str(e)) from e
         except DapError as e:
             if self._target_gone():
-                raise TargetGone(self._exit_message("during the inspection")) from e
-            raise InspectError(f"evaluation failed in the target: {e.message}") from e
+                raise TargetGone(self._exit_message(tr("during the inspection"))) from e
+            raise InspectError(tr("evaluation failed in the target: {message}").format(message=e.message)) from e
         result = str(body.get("result", ""))
         if result[:1] in "'\"" and result[-1:] == result[:1]:
             with contextlib.suppress(ValueError, SyntaxError):
@@ -478,9 +494,9 @@ class Session:
         try:
             out = json.loads(raw)
         except ValueError as e:
-            raise InspectError(f"the probe did not answer as expected: {raw[:300]}") from e
+            raise InspectError(tr("the probe did not answer as expected: {answer}").format(answer=raw[:300])) from e
         if not out.get("ok"):
-            raise InspectError(out.get("error", "probe failed"))
+            raise InspectError(from_target(out.get("error")) or tr("probe failed"))
         return out["result"]
 
     def describe(self, expr: str, stats: bool = False) -> dict[str, Any]:
@@ -510,11 +526,11 @@ class Session:
 
     def resume(self) -> None:
         if self.thread_id is None:
-            raise InspectError("the target is not stopped")
+            raise InspectError(tr("the target is not stopped"))
         try:
             self._c().request("continue", {"threadId": self.thread_id}, timeout=self.timeout)
         except DapClosed as e:
-            raise TargetGone(self._exit_message("while resuming")) from e
+            raise TargetGone(self._exit_message(tr("while resuming"))) from e
 
     def next_stop(self, timeout: float) -> int | None:
         """Wait for the next stop (then None) or the target's exit (then its exit code, or -1

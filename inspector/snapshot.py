@@ -36,8 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stridelens.i18n import tr
 from stridelens.inspector import snapshot_boot, snapshot_elf
 from stridelens.inspector.session import InspectError
+from stridelens.inspector.target_text import from_target
 
 GDB_TIMEOUT = 30.0  # attach + one call; seconds only when the symbols of libpython are large
 PAGE = 4096
@@ -150,14 +152,14 @@ def _python_version_of(pid: int) -> tuple[int, int] | None:
 
 def _check_target(pid: int) -> None:
     if pid <= 0 or not os.path.exists(f"/proc/{pid}"):
-        raise InspectError(f"no process with PID {pid}")
+        raise InspectError(tr("no process with PID {pid}").format(pid=pid))
     if pid == os.getpid():
-        raise InspectError("--snapshot of this stridelens process itself")
+        raise InspectError(tr("--snapshot of this stridelens process itself"))
     # The target opens the boot file by our path: it must see our file system (no container).
     with contextlib.suppress(OSError):
         if os.readlink(f"/proc/{pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt"):
-            raise InspectError(f"PID {pid} runs in another mount namespace (a container?): it would not "
-                               "see the snapshot's files; run stridelens inside it")
+            raise InspectError(tr("PID {pid} runs in another mount namespace (a container?): it would not "
+                                  "see the snapshot's files; run stridelens inside it").format(pid=pid))
 
 
 def _tracer_of(pid: int) -> int:
@@ -171,19 +173,19 @@ def _tracer_of(pid: int) -> int:
 def _ptrace_hint(pid: int) -> str:
     tracer = _tracer_of(pid)
     if tracer:
-        return (f"PID {pid} is already traced by PID {tracer} (a debugger, strace, or a PTRACE_TRACEME "
-                "parent); a process has one tracer at a time")
+        return tr("PID {pid} is already traced by PID {tracer} (a debugger, strace, or a PTRACE_TRACEME "
+                  "parent); a process has one tracer at a time").format(pid=pid, tracer=tracer)
     scope = None
     with contextlib.suppress(OSError, ValueError):
         scope = int(Path("/proc/sys/kernel/yama/ptrace_scope").read_text())
     parts = []
     if scope is not None and scope > 0:
-        parts.append(f"kernel.yama.ptrace_scope is {scope} (0 lets a process trace others of its user; "
-                     "`sudo sysctl kernel.yama.ptrace_scope=0`, or run as root)")
+        parts.append(tr("kernel.yama.ptrace_scope is {scope} (0 lets a process trace others of its user; "
+                        "`sudo sysctl kernel.yama.ptrace_scope=0`, or run as root)").format(scope=scope))
     if os.geteuid() != 0:
-        parts.append("the target must run as your user, or stridelens as root / with CAP_SYS_PTRACE")
-    parts.append("in a container, ptrace needs --cap-add=SYS_PTRACE")
-    return "; ".join(parts)
+        parts.append(tr("the target must run as your user, or stridelens as root / with CAP_SYS_PTRACE"))
+    parts.append(tr("in a container, ptrace needs --cap-add=SYS_PTRACE"))
+    return tr("; ").join(parts)
 
 
 def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | None = None,
@@ -194,8 +196,8 @@ def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | N
     version = _python_version_of(pid)
     use_remote_exec = version is not None and version >= (3, 14)
     if not use_remote_exec and shutil.which("gdb") is None:
-        raise InspectError("--snapshot needs gdb on PATH (Debian/Ubuntu: apt-get install gdb); "
-                           "on Python >= 3.14 targets it uses sys.remote_exec instead")
+        raise InspectError(tr("--snapshot needs gdb on PATH (Debian/Ubuntu: apt-get install gdb); on "
+                              "Python >= 3.14 targets it uses sys.remote_exec instead"))
     with _private_dir(pid) as d:
         queued = time.time()
         boot = os.path.join(d, snapshot_boot.BOOT_NAME)
@@ -215,7 +217,7 @@ def take(pid: int, top: int, min_pin_bytes: int, timeout: float, python: str | N
     out = json.loads(raw)
     body = out["body"]
     if not body.get("ok"):
-        raise InspectError(body.get("error") or "the snapshot failed in the target")
+        raise InspectError(from_target(body.get("error")) or tr("the snapshot failed in the target"))
     timing = out["timing"]
     return Snapshot(report=body["result"], target=out["target"], method=method, inject_s=inject_s,
                     ptrace_stop_s=watch.seconds(), wait_s=max(0.0, timing["started_at"] - timing["queued_at"] - inject_s),
@@ -247,13 +249,13 @@ def _addresses(pid: int) -> dict[str, int]:
         return snapshot_elf.resolve(pid, {"libpython3": {"Py_AddPendingCall", "PyRun_SimpleString"},
                                           "libc.so": {"mmap"}})
     except PermissionError as e:
-        raise InspectError(f"ptrace is not permitted on PID {pid} (its memory map is not readable): "
-                           f"{_ptrace_hint(pid)}") from e
+        raise InspectError(tr("ptrace is not permitted on PID {pid} (its memory map is not readable): "
+                              "{hint}").format(pid=pid, hint=_ptrace_hint(pid))) from e
     except snapshot_elf.NotFound as e:
         if "mmap" in str(e):
-            raise InspectError(f"PID {pid}: no mmap in its C library ({e})") from e
-        raise InspectError(f"PID {pid} is not a Python process (no Py_AddPendingCall / PyRun_SimpleString "
-                           "in it)") from e
+            raise InspectError(tr("PID {pid}: no mmap in its C library ({error})").format(pid=pid, error=e)) from e
+        raise InspectError(tr("PID {pid} is not a Python process (no Py_AddPendingCall / PyRun_SimpleString "
+                              "in it)").format(pid=pid)) from e
 
 
 def _gdb_queue(pid: int, entry: str) -> None:
@@ -268,23 +270,24 @@ def _gdb_queue(pid: int, entry: str) -> None:
     try:
         out = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=GDB_TIMEOUT)
     except subprocess.TimeoutExpired as e:
-        raise InspectError(f"gdb did not finish attaching to PID {pid} within {GDB_TIMEOUT:g} s") from e
+        raise InspectError(tr("gdb did not finish attaching to PID {pid} within {seconds} s").format(
+            pid=pid, seconds=f"{GDB_TIMEOUT:g}")) from e
     text = out.stdout + out.stderr
     said = re.search(r"^STRIDELENS (\S+) ?(.*)$", out.stdout, re.M)
     if said is None or said.group(1) == "attach-failed":
         if "ptrace: Operation not permitted" in text or "Could not attach" in text:
-            raise InspectError(f"ptrace is not permitted on PID {pid}: {_ptrace_hint(pid)}")
+            raise InspectError(tr("ptrace is not permitted on PID {pid}: {hint}").format(pid=pid, hint=_ptrace_hint(pid)))
         if "No such process" in text:
-            raise InspectError(f"no process with PID {pid}")
+            raise InspectError(tr("no process with PID {pid}").format(pid=pid))
         tail = " / ".join(line for line in text.strip().splitlines()[-3:])
-        raise InspectError(f"gdb could not attach to PID {pid}: {tail}")
+        raise InspectError(tr("gdb could not attach to PID {pid}: {output}").format(pid=pid, output=tail))
     what, detail = said.group(1), said.group(2)
     if what == "queued":
         return
     if what == "queue-full":
-        raise InspectError(f"PID {pid}: Python's pending-call queue is full (the main thread has not "
-                           "reached Python code for a while); nothing was queued")
-    raise InspectError(f"gdb failed in PID {pid} ({what}): {detail}")
+        raise InspectError(tr("PID {pid}: Python's pending-call queue is full (the main thread has not "
+                              "reached Python code for a while); nothing was queued").format(pid=pid))
+    raise InspectError(tr("gdb failed in PID {pid} ({what}): {detail}").format(pid=pid, what=what, detail=detail))
 
 
 def _remote_exec(pid: int, entry: str, python: str | None) -> None:
@@ -295,12 +298,12 @@ def _remote_exec(pid: int, entry: str, python: str | None) -> None:
         out = subprocess.run([exe, "-I", "-c", code, str(pid), entry], stdin=subprocess.DEVNULL,
                              capture_output=True, text=True, timeout=GDB_TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise InspectError(f"sys.remote_exec into PID {pid} failed: {e}") from e
+        raise InspectError(tr("sys.remote_exec into PID {pid} failed: {error}").format(pid=pid, error=e)) from e
     if out.returncode != 0:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["?"]
         if "PermissionError" in tail[0] or "Operation not permitted" in tail[0]:
-            raise InspectError(f"ptrace is not permitted on PID {pid}: {_ptrace_hint(pid)}")
-        raise InspectError(f"sys.remote_exec into PID {pid} failed: {tail[0]}")
+            raise InspectError(tr("ptrace is not permitted on PID {pid}: {hint}").format(pid=pid, hint=_ptrace_hint(pid)))
+        raise InspectError(tr("sys.remote_exec into PID {pid} failed: {error}").format(pid=pid, error=tail[0]))
 
 
 def _wait_report(pid: int, path: str, timeout: float, boot: str) -> str:
@@ -310,16 +313,17 @@ def _wait_report(pid: int, path: str, timeout: float, boot: str) -> str:
         with contextlib.suppress(FileNotFoundError):
             return Path(path).read_text()
         if not os.path.exists(f"/proc/{pid}"):
-            raise InspectError(f"PID {pid} exited before the snapshot ran")
+            raise InspectError(tr("PID {pid} exited before the snapshot ran").format(pid=pid))
         if time.monotonic() > deadline:
             # Disarm first: the queued call stays in the target and finds no boot file.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(boot)
             with contextlib.suppress(FileNotFoundError):
                 return Path(path).read_text()  # it finished in between
-            raise InspectError(
-                f"PID {pid}: the main thread did not reach Python code within {timeout:g} s (it is in C "
-                "code: a long kernel, a blocking call, or an extension holding the GIL); the snapshot "
-                "was called off and will do nothing when the main thread gets there (--timeout S to wait longer)")
+            raise InspectError(tr(
+                "PID {pid}: the main thread did not reach Python code within {seconds} s (it is in C code: a "
+                "long kernel, a blocking call, or an extension holding the GIL); the snapshot was called off and "
+                "will do nothing when the main thread gets there (--timeout S to wait longer)").format(
+                pid=pid, seconds=f"{timeout:g}"))
         time.sleep(delay)
         delay = min(delay * 2, 0.05)

@@ -20,6 +20,18 @@ from pathlib import Path
 from stridelens.inspector import probe as probe_module
 
 BOOT_NAME = "boot.py"
+
+
+def N_(message: str) -> str:
+    """Marks an English template for the catalogue (see probe.N_): these are the boot file's own
+    messages, written in the target and shown in the user's language by the CLI."""
+    return message
+
+
+TARGET_MESSAGES = (  # what _BOOT below raises, word for word
+    N_("the main thread is importing modules (is torch still loading?); try again in a moment"),
+    N_("snapshot failed: {error}"),
+)
 REPORT_NAME = "report.json"
 def entry_statement(boot_path: str) -> str:
     """The single statement run in the target's main thread (short: it travels through gdb)."""

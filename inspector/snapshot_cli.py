@@ -14,8 +14,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from stridelens.i18n import tr
 from stridelens.inspector import reports, snapshot, snapshot_diff
 from stridelens.inspector.probe import NAMED_LIMIT
+from stridelens.inspector.rank_findings import kind_text
 from stridelens.inspector.session import UsageError
 from stridelens.server.units import human_bytes
 
@@ -24,13 +26,13 @@ DIFF_TOP = 64  # storages each periodic snapshot lists (more than --top shows) f
 
 def add_snapshot_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--snapshot", action="store_true",
-                   help="with --pid: a process report (as --memory) without a debugger: gdb queues the "
+                   help=tr("with --pid: a process report (as --memory) without a debugger: gdb queues the "
                         "probe in the main thread (or sys.remote_exec on Python >= 3.14), which removes "
-                        "itself afterwards")
+                        "itself afterwards"))
     p.add_argument("--every", type=float, default=None, metavar="S",
-                   help="with --snapshot: seconds between snapshots (with --count)")
+                   help=tr("with --snapshot: seconds between snapshots (with --count)"))
     p.add_argument("--count", type=int, default=None, metavar="N",
-                   help="with --snapshot: N snapshots, each later one diffed against the first")
+                   help=tr("with --snapshot: N snapshots, each later one diffed against the first"))
 
 
 def run_snapshot(args: argparse.Namespace, err: Console) -> int | None:
@@ -43,23 +45,23 @@ def check(args: argparse.Namespace) -> None:
     """Usage errors of the snapshot flags (before anything touches the target)."""
     if not args.snapshot:
         if args.every is not None or args.count is not None:
-            raise UsageError("--every / --count need --snapshot")
+            raise UsageError(tr("--every / --count need --snapshot"))
         return
     if args.pid is None:
-        raise UsageError("--snapshot needs --pid PID")
+        raise UsageError(tr("--snapshot needs --pid PID"))
     others = [flag for flag, on in (("--break", args.breaks), ("--pause", args.pause), ("--expr", args.expr),
                                     ("--frame", args.frame), ("--kill", args.kill), ("--grads", args.grads),
                                     ("--graph", args.graph)) if on]
     if others:
-        raise UsageError(f"--snapshot takes the process report only; drop {', '.join(others)}")
+        raise UsageError(tr("--snapshot takes the process report only; drop {flags}").format(flags=", ".join(others)))
     if (args.every is None) != (args.count is None):
-        raise UsageError("--every S and --count N go together")
+        raise UsageError(tr("--every S and --count N go together"))
     if args.count is not None and args.count < 2:
-        raise UsageError("--count must be >= 2 (a diff needs two snapshots)")
+        raise UsageError(tr("--count must be >= 2 (a diff needs two snapshots)"))
     if args.every is not None and args.every <= 0:
-        raise UsageError("--every must be > 0 seconds")
+        raise UsageError(tr("--every must be > 0 seconds"))
     if args.top < 0:
-        raise UsageError("--top must be >= 0")
+        raise UsageError(tr("--top must be >= 0"))
 
 
 def run(args: argparse.Namespace, err: Console) -> int:
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace, err: Console) -> int:
         if i:
             time.sleep(max(0.0, t0 + i * args.every - time.monotonic()))
             if err.is_terminal:
-                err.print(f"[dim]snapshot {i + 1}/{count}[/dim]")
+                err.print(Text(tr("snapshot {i}/{count}").format(i=i + 1, count=count), style="dim"))
         at.append(time.monotonic() - t0)
         shots.append(snapshot.take(args.pid, top, args.min_pin_bytes, args.timeout, python=args.python,
                                    named=count > 1))
@@ -107,33 +109,41 @@ def _trim(report: dict[str, Any], top: int) -> dict[str, Any]:
 
 def print_text(report: dict[str, Any], console: Console) -> None:
     tgt, t = report["target"], report["snapshot"]
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1e3:.0f}"
+
+    timing = tr(" — main thread stopped {stopped} ms: ").format(stopped=ms(t["main_thread_stopped_s"]))
+    if t["method"] == "gdb":
+        timing += tr("ptrace stop {ptrace} ms (all threads, gdb ran {gdb} ms), ").format(
+            ptrace=ms(t["ptrace_stop_s"]), gdb=ms(t["injector_s"]))
+    timing += tr("report {report} ms (main thread)").format(report=ms(t["report_s"]))
     console.print(Text.assemble(
-        ("snapshot ", "bold"), f"of pid {tgt.get('pid')} (python {tgt.get('python')}, torch {tgt.get('torch')}) "
-        f"through {t['method']}", (
-            f" — main thread stopped {t['main_thread_stopped_s'] * 1e3:.0f} ms: "
-            + (f"ptrace stop {t['ptrace_stop_s'] * 1e3:.0f} ms (all threads, gdb ran {t['injector_s'] * 1e3:.0f} ms), "
-               if t["method"] == "gdb" else "")
-            + f"report {t['report_s'] * 1e3:.0f} ms (main thread)", "dim")))
+        (tr("snapshot "), "bold"), tr("of pid {pid} (python {python}, torch {torch}) through {method}").format(
+            pid=tgt.get("pid"), python=tgt.get("python"), torch=tgt.get("torch"), method=t["method"]),
+        (timing, "dim")))
     console.print(reports.memory_tables(report["memory"]))
-    console.print(Text(f"(the storage list is the top {report['limits']['top']}; totals and findings count every tensor)",
-                       style="dim"))
+    console.print(Text(tr("(the storage list is the top {n}; totals and findings count every tensor)").format(
+        n=report["limits"]["top"]), style="dim"))
     shots = report.get("snapshots")
     if not shots:
         return
-    table = Table(title=f"{len(shots)} snapshots, each against the first", box=box.SIMPLE_HEAD, title_justify="left")
-    for col in ("at", "tensors", "bytes", "stopped", "what grew since the first"):
-        table.add_column(col, justify="left" if col.startswith("what") else "right")
+    table = Table(title=tr("{n} snapshots, each against the first").format(n=len(shots)), box=box.SIMPLE_HEAD,
+                  title_justify="left")
+    for col in (tr("at"), tr("tensors"), tr("bytes"), tr("stopped")):
+        table.add_column(col, justify="right")
+    table.add_column(tr("what grew since the first"), justify="left")
     for s in shots:
         table.add_row(f"{s['at_s']:.1f} s", str(s["tensors"]), human_bytes(s["bytes"]),
-                      f"{s['timing']['main_thread_stopped_s'] * 1e3:.0f} ms", s.get("summary", "(first)"))
+                      f"{s['timing']['main_thread_stopped_s'] * 1e3:.0f} ms", s.get("summary", tr("(first)")))
     console.print(table)
     rows = shots[-1].get("grew") or []
     if rows:
-        g = Table(title="Grew from the first to the last snapshot, by owner", box=box.SIMPLE_HEAD, title_justify="left")
-        for col in ("owner", "kind", "first", "last", "grew", "storages"):
-            g.add_column(col, justify="left" if col in ("owner", "kind") else "right")
+        g = Table(title=tr("Grew from the first to the last snapshot, by owner"), box=box.SIMPLE_HEAD,
+                  title_justify="left")
+        for i, col in enumerate((tr("owner"), tr("kind"), tr("first"), tr("last"), tr("grew"), tr("storages"))):
+            g.add_column(col, justify="left" if i < 2 else "right")
         for r in rows:
-            g.add_row(Text(r["holder"], style="bold"), r["kind"], human_bytes(r["bytes_first"]),
+            g.add_row(Text(r["holder"], style="bold"), kind_text(r["kind"]), human_bytes(r["bytes_first"]),
                       human_bytes(r["bytes_now"]), "+" + human_bytes(r["grew_bytes"]),
                       f"{r['storages_first']} → {r['storages_now']}")
         console.print(g)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stridelens.i18n import tr
 from stridelens.inspector.rank_findings import holders, total_bytes
 from stridelens.server.units import human_bytes
 
@@ -44,5 +45,6 @@ def grew(first: dict[str, Any], later: dict[str, Any], limit: int = 10) -> list[
 def summary(first: dict[str, Any], later: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     a, b = total_bytes(first), total_bytes(later)
     what = ", ".join(f"{r['holder']} +{human_bytes(r['grew_bytes'])}" for r in rows[:3])
-    return (f"live tensors {human_bytes(a)} → {human_bytes(b)} ({'+' if b >= a else '−'}{human_bytes(abs(b - a))})"
-            + (f"; grew: {what}" if what else "; no owner grew"))
+    text = tr("live tensors {first} → {last} ({change})").format(
+        first=human_bytes(a), last=human_bytes(b), change=("+" if b >= a else "−") + human_bytes(abs(b - a)))
+    return text + (tr("; grew: {what}").format(what=what) if what else tr("; no owner grew"))

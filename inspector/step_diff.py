@@ -26,30 +26,35 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from stridelens.i18n import N_, ntr, tr
 from stridelens.inspector import diff_probe
-from stridelens.server.units import human_bytes, plural
+from stridelens.inspector.target_text import from_target
+from stridelens.server.units import human_bytes
 
 LINEAR_SLACK = 0.25  # a step's change may differ this much from the mean step and still be linear
 TOL_FRACTION = 0.01  # changes below this fraction of the keeper's bytes are noise
 GROUPS_SHOWN = 12  # text: keepers listed (JSON has all)
 
-SHAPE_SHORT = {"linear": "linear", "once": "once (first step)", "irregular": "irregular",
-               "grows": "grows", "flat": "flat", "shrinking": "shrinks"}
+SHAPE_SHORT = {"linear": N_("linear"), "once": N_("once (first step)"), "irregular": N_("irregular"),
+               "grows": N_("grows"), "flat": N_("flat"), "shrinking": N_("shrinks")}
 SHAPE_TEXT = {
-    "linear": "grows linearly",
-    "once": "grew once, in the first step, then stayed",
-    "irregular": "grows, not linearly",
-    "grows": "grows (two stops cannot tell a line from a jump: use --diff-steps 2 or more)",
-    "flat": "flat",
-    "shrinking": "shrinks",
+    "linear": N_("grows linearly"),
+    "once": N_("grew once, in the first step, then stayed"),
+    "irregular": N_("grows, not linearly"),
+    "grows": N_("grows (two stops cannot tell a line from a jump: use --diff-steps 2 or more)"),
+    "flat": N_("flat"),
+    "shrinking": N_("shrinks"),
 }
+KIND_TEXT = {diff_probe.VARIABLE: N_("variable"), diff_probe.MODULE: N_("module"),
+             diff_probe.GRADIENT: N_("gradient"), diff_probe.OPTIMIZER: N_("optimizer state"),
+             diff_probe.CONTAINER: N_("container"), diff_probe.GRAPH: N_("graph"), diff_probe.OTHER: N_("unnamed")}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--diff-steps", type=int, default=0, metavar="N",
-                   help="stop at the breakpoint, continue until it has been hit N more times, and report "
+                   help=tr("stop at the breakpoint, continue until it has been hit N more times, and report "
                         "the storages new and alive at the second stop, grouped by what keeps them, with "
-                        "growth per step and whether it is linear")
+                        "growth per step and whether it is linear"))
 
 
 def requested(args: argparse.Namespace) -> bool:
@@ -60,9 +65,9 @@ def check_usage(args: argparse.Namespace) -> None:
     from stridelens.inspector.session import UsageError
 
     if args.diff_steps < 0:
-        raise UsageError("--diff-steps must be >= 1")
+        raise UsageError(tr("--diff-steps must be >= 1"))
     if args.diff_steps and (args.pause or not args.breaks):
-        raise UsageError("--diff-steps N needs --break FILE:LINE (a step is one more hit of that breakpoint)")
+        raise UsageError(tr("--diff-steps N needs --break FILE:LINE (a step is one more hit of that breakpoint)"))
 
 
 def _call(s: Any, call: str) -> Any:
@@ -84,31 +89,35 @@ def run_steps(s: Any, args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     s.inject(diff_probe.__file__, diff_probe.PRIVATE_NAME, diff_probe.FILENAME)
     first_stop = _where(s)
-    s.progress("recording the first stop")
+    s.progress(tr("recording the first stop"))
     _call(s, "begin_json(locals())")
     hits = 0
     while hits < n:
         s.resume()
-        s.progress(f"running to hit {hits + 1} of {n}")
+        s.progress(tr("running to hit {hit} of {n}").format(hit=hits + 1, n=n))
         try:
             code = s.next_stop(timeout=args.timeout)
         except DapTimeout:
-            raise InspectError(f"--diff-steps {n}: the breakpoint was hit {hits} of {n} more times "
-                               f"within {args.timeout:g} s (raise --timeout, or use a smaller N)") from None
+            raise InspectError(tr("--diff-steps {n}: the breakpoint was hit {hits} of {n} more times within "
+                                  "{seconds} s (raise --timeout, or use a smaller N)").format(
+                n=n, hits=hits, seconds=f"{args.timeout:g}")) from None
         if code is not None:
-            known = f" (exit code {code})" if code != -1 else ""
-            raise InspectError(f"--diff-steps {n}: the target exited{known} after {plural(hits, 'step')} of {n}")
+            steps = ntr("{n} step", "{n} steps", hits).format(n=hits)
+            if code != -1:
+                raise InspectError(tr("--diff-steps {n}: the target exited (exit code {code}) after {steps} of "
+                                      "{n}").format(n=n, code=code, steps=steps))
+            raise InspectError(tr("--diff-steps {n}: the target exited after {steps} of {n}").format(n=n, steps=steps))
         if _where(s) != first_stop:
             continue  # another --break line: not a step
         hits += 1
-        s.progress(f"recording step {hits} of {n}")
+        s.progress(tr("recording step {step} of {n}").format(step=hits, n=n))
         if hits < n:
             try:
                 _call(s, "sample_json(locals())")
             except InspectError as e:  # the target is stopped: drop the first stop's record
                 with contextlib.suppress(InspectError):
                     _call(s, "reset_json()")
-                raise InspectError(f"--diff-steps {n}, step {hits}: {e}") from None
+                raise InspectError(tr("--diff-steps {n}, step {step}: {error}").format(n=n, step=hits, error=e)) from None
     return analyze(_call(s, "end_json(locals())"))
 
 
@@ -142,12 +151,14 @@ def analyze(d: dict[str, Any]) -> dict[str, Any]:
         g["growth_per_step"] = g["growth_bytes"] / steps
         g["shape"] = shape(curve)
         if g["shape"] == "once" and g["kind"] == diff_probe.OPTIMIZER:
-            g["note"] = "optimizer state created by the first step(): expected once, not a leak"
+            g["note"] = tr("optimizer state created by the first step(): expected once, not a leak")
         elif g["shape"] == "flat" and g["new_storages"] and g["bytes_by_stop"][0]:
-            g["note"] = (f"{plural(g['new_storages'], 'storage')} replaced since the first stop, "
-                         "the same bytes: a cache or buffer that is refilled, not a leak")
+            g["note"] = ntr("{n} storage replaced since the first stop, the same bytes: a cache or buffer "
+                            "that is refilled, not a leak",
+                            "{n} storages replaced since the first stop, the same bytes: a cache or buffer "
+                            "that is refilled, not a leak", g["new_storages"]).format(n=f"{g['new_storages']:,}")
         elif g["shape"] == "linear":
-            g["note"] = f"a leak: {human_bytes(g['growth_per_step'])} more every step"
+            g["note"] = tr("a leak: {bytes} more every step").format(bytes=human_bytes(g["growth_per_step"]))
         else:
             g["note"] = None
     d["groups"].sort(key=lambda g: (g["shape"] != "linear", not (g["growth_bytes"] > 0 or g["new_storages"] > 0),
@@ -174,7 +185,7 @@ def _per_step_text(g: dict[str, Any]) -> str:
     if g["shape"] == "flat":
         return "0 B"
     if g["shape"] == "once":
-        return f"+{human_bytes(g['growth_bytes'])} once"
+        return tr("+{bytes} once").format(bytes=human_bytes(g["growth_bytes"]))
     per = g["growth_per_step"]
     return ("+" if per >= 0 else "−") + human_bytes(abs(per))
 
@@ -183,36 +194,44 @@ def group_text(d: dict[str, Any]) -> Group:
     n = d["steps"]
     first, last = d["stops"][0], d["stops"][-1]
     head = Text.assemble(
-        ("Step diff", "bold"), f" over {plural(n, 'step')} (the breakpoint hit {n} more "
-        f"{'time' if n == 1 else 'times'}): live storages {human_bytes(first['bytes'])} → "
-        f"{human_bytes(last['bytes'])} ({'+' if d['growth_bytes'] >= 0 else '−'}"
-        f"{human_bytes(abs(d['growth_bytes']))}, {human_bytes(d['growth_per_step'])} per step; "
-        f"{SHAPE_TEXT[d['shape']]})")
-    parts: list[Any] = [head, Text(
-        f"{plural(d['new_storages'], 'storage')} new and alive at the second stop "
-        f"({human_bytes(d['new_bytes'])}); {plural(d['freed_storages'], 'storage')} of the first stop freed "
-        f"({human_bytes(d['freed_bytes'])})", style="dim")]
-    t = Table(box=box.SIMPLE_HEAD, title="What keeps them (bytes at each stop)", title_justify="left")
-    for col in ("kept by", "kind", "new", "bytes per stop", "per step", "shape"):
-        t.add_column(col, justify="right" if col in ("new", "per step") else "left",
-                     no_wrap=col in ("kept by", "kind"))
+        (tr("Step diff"), "bold"), ntr(
+            " over {n} step (the breakpoint hit {n} more time): live storages {first} → {last} ({growth}, "
+            "{per_step} per step; {shape})",
+            " over {n} steps (the breakpoint hit {n} more times): live storages {first} → {last} ({growth}, "
+            "{per_step} per step; {shape})", n).format(
+            n=n, first=human_bytes(first["bytes"]), last=human_bytes(last["bytes"]),
+            growth=("+" if d["growth_bytes"] >= 0 else "−") + human_bytes(abs(d["growth_bytes"])),
+            per_step=human_bytes(d["growth_per_step"]), shape=tr(SHAPE_TEXT[d["shape"]])))
+    parts: list[Any] = [head, Text(tr("{new} new and alive at the second stop ({new_bytes}); {freed} of the first "
+                                      "stop freed ({freed_bytes})").format(
+        new=ntr("{n} storage", "{n} storages", d["new_storages"]).format(n=f"{d['new_storages']:,}"),
+        new_bytes=human_bytes(d["new_bytes"]),
+        freed=ntr("{n} storage", "{n} storages", d["freed_storages"]).format(n=f"{d['freed_storages']:,}"),
+        freed_bytes=human_bytes(d["freed_bytes"])), style="dim")]
+    t = Table(box=box.SIMPLE_HEAD, title=tr("What keeps them (bytes at each stop)"), title_justify="left")
+    for col, right, no_wrap in ((tr("kept by"), False, True), (tr("kind"), False, True), (tr("new"), True, False),
+                                (tr("bytes per stop"), False, False), (tr("per step"), True, False),
+                                (tr("shape"), False, False)):
+        t.add_column(col, justify="right" if right else "left", no_wrap=no_wrap)
     shown = [g for g in d["groups"] if g["new_storages"] or g["growth_bytes"]][:GROUPS_SHOWN]
     for g in shown:
         style = "bold red" if g["shape"] == "linear" else "green" if g["shape"] == "flat" else "yellow"
-        t.add_row(Text(g["keeper"], style="bold"), g["kind"].replace("_", " "),
+        kind = tr(KIND_TEXT[g["kind"]]) if g["kind"] in KIND_TEXT else g["kind"].replace("_", " ")
+        t.add_row(Text(from_target(g["keeper"]), style="bold"), kind,
                   f"{g['new_storages']} ({human_bytes(g['new_bytes'])})", _curve_text(g["bytes_by_stop"]),
-                  _per_step_text(g), Text(SHAPE_SHORT[g["shape"]], style=style))
+                  _per_step_text(g), Text(tr(SHAPE_SHORT[g["shape"]]), style=style))
     if shown:
         parts.append(t)
     else:
-        parts.append(Text("No storage is new at the second stop and no keeper grew.", style="green"))
+        parts.append(Text(tr("No storage is new at the second stop and no keeper grew."), style="green"))
     for g in shown:
         # variables and gradients refilled each step are the normal case: no note in the text
         if g["note"] and (g["shape"] != "flat" or g["kind"] == diff_probe.CONTAINER):
-            parts.append(Text.assemble(("  • ", "bold"), (g["keeper"], "bold"), f": {g['note']}"))
+            parts.append(Text.assemble(("  • ", "bold"), (from_target(g["keeper"]), "bold"), tr(": "), g["note"]))
     rest = len([g for g in d["groups"] if g["new_storages"] or g["growth_bytes"]]) - len(shown)
     if rest > 0:
-        parts.append(Text(f"… {plural(rest, 'more keeper')} (see --format json)", style="dim"))
+        parts.append(Text(ntr("… {n} more keeper (see --format json)", "… {n} more keepers (see --format json)",
+                              rest).format(n=f"{rest:,}"), style="dim"))
     return Group(*parts)
 
 

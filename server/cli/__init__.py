@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from stridelens import __version__, i18n
 from stridelens.i18n import tr
+from stridelens.server.cli import argparse_words
 
 
 def _not_yet(name: str) -> int:
@@ -34,7 +35,7 @@ def _register(commands: argparse._SubParsersAction, name: str) -> None:  # type:
     commands.choices[name].add_argument(
         "--lang",
         metavar="LANG",
-        help="language of messages: en, zh-CN (default: from LC_ALL / LC_MESSAGES / LANG)",
+        help=tr("language of messages: en, zh-CN (default: from LC_ALL / LC_MESSAGES / LANG)"),
     )
 
 
@@ -51,6 +52,21 @@ def _choose_language(flag: str | None) -> None:
         i18n.set_language(i18n.ENGLISH)
         return
     i18n.set_language(flag or i18n.from_environment())
+
+
+def _peek_language(argv: Sequence[str]) -> str | None:
+    """The value of `--lang` (before or after the command name; the last one wins, as argparse
+    does), read before the parser exists: its help texts and argparse's own words are chosen
+    when it is built. Nothing after `--` (a launched script's arguments) counts."""
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg == "--lang" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith("--lang="):
+            found = arg.split("=", 1)[1]
+    return found
 
 
 def _command_name(argv: Sequence[str]) -> str | None:
@@ -71,7 +87,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     (`stridelens check` in CI should not pay for the inspector's imports)."""
     parser = argparse.ArgumentParser(
         prog="stridelens",
-        description="See PyTorch's memory model: strides, views, storages, autograd graphs.",
+        description=tr("See PyTorch's memory model: strides, views, storages, autograd graphs."),
     )
     parser.add_argument("--version", action="version", version=f"stridelens {__version__}")
     parser.add_argument("--lang", dest="lang_before_command", metavar="LANG", help=argparse.SUPPRESS)
@@ -84,9 +100,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # The language first: `--help`, usage errors and the help texts are made in it.
+    _choose_language(_peek_language(argv))
+    argparse_words.install()
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    _choose_language(getattr(args, "lang", None) or args.lang_before_command)
+    flag = getattr(args, "lang", None) or args.lang_before_command
+    if flag != _peek_language(argv):  # an abbreviated --la, say: argparse's reading decides
+        _choose_language(flag)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

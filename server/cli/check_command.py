@@ -53,19 +53,19 @@ BUDGET_S = DEFAULT_BUDGET_S
 def register(commands: Any) -> None:
     sub = commands.add_parser(
         "check",
-        help="lint files for PyTorch memory pitfalls (the rules: `stridelens rule --all`)",
-        description="Lint Python files or directories for PyTorch memory pitfalls. Exit 0 when "
-        "clean, 1 when there are findings, 2 on a usage or IO error (other files are still checked).",
+        help=tr("lint files for PyTorch memory pitfalls (the rules: `stridelens rule --all`)"),
+        description=tr("Lint Python files or directories for PyTorch memory pitfalls. Exit 0 when "
+        "clean, 1 when there are findings, 2 on a usage or IO error (other files are still checked)."),
     )
-    sub.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (walked recursively)")
+    sub.add_argument("paths", nargs="+", metavar="PATH", help=tr("files or directories (walked recursively)"))
     sub.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    sub.add_argument("--select", metavar="CODES", help="comma-separated codes or prefixes (SL1,SL203)")
-    sub.add_argument("--ignore", metavar="CODES", help="comma-separated codes or prefixes to skip")
-    sub.add_argument("--fix", action="store_true", help="apply safe fixes in place")
-    sub.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also apply fixes that change behaviour")
-    sub.add_argument("--diff", action="store_true", help="show the fixes as a unified diff, write nothing")
-    sub.add_argument("-j", "--jobs", type=int, default=0, help="worker processes (default: all cores)")
-    sub.add_argument("--no-config", action="store_true", help="ignore [tool.stridelens] in pyproject.toml")
+    sub.add_argument("--select", metavar="CODES", help=tr("comma-separated codes or prefixes (SL1,SL203)"))
+    sub.add_argument("--ignore", metavar="CODES", help=tr("comma-separated codes or prefixes to skip"))
+    sub.add_argument("--fix", action="store_true", help=tr("apply safe fixes in place"))
+    sub.add_argument("--unsafe-fixes", action="store_true", help=tr("with --fix/--diff: also apply fixes that change behaviour"))
+    sub.add_argument("--diff", action="store_true", help=tr("show the fixes as a unified diff, write nothing"))
+    sub.add_argument("-j", "--jobs", type=int, default=0, help=tr("worker processes (default: all cores)"))
+    sub.add_argument("--no-config", action="store_true", help=tr("ignore [tool.stridelens] in pyproject.toml"))
     sub.set_defaults(handler=run)
 
 

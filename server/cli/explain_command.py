@@ -25,9 +25,9 @@ class PositionError(Exception):
 def register(commands: Any) -> None:
     sub = commands.add_parser(
         "explain",
-        help="explain the tensor expression at FILE:LINE:COL (1-based line and column)",
-        description="Show what static analysis knows of the expression at each position: "
-        "shape, dtype, device, strides, storage offset, contiguity, view-of, grad facts.",
+        help=tr("explain the tensor expression at FILE:LINE:COL (1-based line and column)"),
+        description=tr("Show what static analysis knows of the expression at each position: "
+        "shape, dtype, device, strides, storage offset, contiguity, view-of, grad facts."),
     )
     sub.add_argument("positions", nargs="+", metavar="FILE:LINE:COL")
     sub.add_argument("--format", choices=("text", "json"), default="text")

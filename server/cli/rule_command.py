@@ -13,11 +13,11 @@ from stridelens.i18n import tr
 def register(commands: Any) -> None:
     sub = commands.add_parser(
         "rule",
-        help="show a rule's documentation (`stridelens rule SL101`, `stridelens rule --all`)",
-        description="Print the documentation of a rule: what it does, why it matters, an example and the fix.",
+        help=tr("show a rule's documentation (`stridelens rule SL101`, `stridelens rule --all`)"),
+        description=tr("Print the documentation of a rule: what it does, why it matters, an example and the fix."),
     )
-    sub.add_argument("code", nargs="?", help="a rule code (SL101) or name (view-noncontiguous)")
-    sub.add_argument("--all", action="store_true", help="list every rule")
+    sub.add_argument("code", nargs="?", help=tr("a rule code (SL101) or name (view-noncontiguous)"))
+    sub.add_argument("--all", action="store_true", help=tr("list every rule"))
     sub.add_argument("--format", choices=("text", "json"), default="text")
     sub.set_defaults(handler=run)
 

@@ -21,19 +21,19 @@ class AddressError(ValueError):
 def register(commands: Any) -> None:
     sub = commands.add_parser(
         "serve",
-        help="run the language server (stdio by default)",
-        description="Run the stridelens language server: hover cards, inlay hints, diagnostics "
-        "and quick fixes in any LSP editor.",
+        help=tr("run the language server (stdio by default)"),
+        description=tr("Run the stridelens language server: hover cards, inlay hints, diagnostics "
+        "and quick fixes in any LSP editor."),
     )
     mode = sub.add_mutually_exclusive_group()
-    mode.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (default)")
-    mode.add_argument("--tcp", metavar="HOST:PORT", help="listen on HOST:PORT (loopback only by default)")
+    mode.add_argument("--stdio", action="store_true", help=tr("talk LSP over stdin/stdout (default)"))
+    mode.add_argument("--tcp", metavar="HOST:PORT", help=tr("listen on HOST:PORT (loopback only by default)"))
     sub.add_argument(
         "--allow-remote",
         action="store_true",
-        help="allow --tcp on a non-loopback address (anyone who can reach it can read your code)",
+        help=tr("allow --tcp on a non-loopback address (anyone who can reach it can read your code)"),
     )
-    sub.add_argument("--log-file", metavar="PATH", help="write the server's log to PATH")
+    sub.add_argument("--log-file", metavar="PATH", help=tr("write the server's log to PATH"))
     sub.set_defaults(handler=run)
 
 

@@ -24,7 +24,7 @@ from stridelens.i18n import DOMAIN, LANGUAGES, LOCALE_DIR
 from stridelens.i18n.po import Entry, parse_po
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the repository's server/ (server/_root/i18n/..)
-SOURCE_DIRS = ("server",)  # inspector/ joins when its reports are translated
+SOURCE_DIRS = ("server", "inspector")  # the probes mark theirs with a local N_() (target_text.py)
 MARKERS = {"tr": 1, "N_": 1, "ntr": 2}
 
 
