@@ -11,6 +11,7 @@ from stridelens.server.analysis import collector
 from stridelens.server.lsp import (
     code_actions,
     explain_request,
+    generated_code_cache,
     gradcheck_action,
     hover,
     inlay_hints,
@@ -221,6 +222,7 @@ def _ready_server(log_file: str | None) -> StridelensServer:
     """The server, with logging, memory tracing and the collector set up for a long run."""
     lifecycle.configure_logging(log_file)
     server = build_server()
+    generated_code_cache.save()  # lsprotocol's classes are defined: keep their compiled code
     memtrace.start(server)
     collector.collect_less_often()
     collector.freeze_imported()

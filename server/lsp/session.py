@@ -24,7 +24,7 @@ from pygls.lsp.server import LanguageServer
 from stridelens import __version__, i18n
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, analyze_source, collector
-from stridelens.server.lsp import diagnostics, notebooks
+from stridelens.server.lsp import diagnostics, generated_code_cache, notebooks
 from stridelens.server.lsp.code_actions import MAX_FIX_PASSES
 from stridelens.server.lsp.configuration import Settings, merge_settings, project_settings
 from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
@@ -126,7 +126,9 @@ class StridelensServer(LanguageServer):
 
     def start_torch(self) -> None:
         """Import torch in the background: after the first symbolic answers (the import
-        holds the GIL for much of its ~3 s), or a second after `initialized` at the latest."""
+        holds the GIL for much of its ~3 s), or a second after `initialized` at the latest.
+        The first answers have made the protocol's converters by then: their code is cached."""
+        generated_code_cache.save()
         if self.settings.replay:
             self.worker.load_torch_in_background(self._torch_loaded)
 
