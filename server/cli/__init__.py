@@ -89,7 +89,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="stridelens",
         description=tr("See PyTorch's memory model: strides, views, storages, autograd graphs."),
     )
-    parser.add_argument("--version", action="version", version=f"stridelens {__version__}")
+    parser.add_argument("--version", action="version", version=f"stridelens {__version__}",
+                        help=tr("show program's version number and exit"))  # argparse's own text is not marked
     parser.add_argument("--lang", dest="lang_before_command", metavar="LANG", help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     first = _command_name(argv or ())

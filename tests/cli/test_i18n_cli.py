@@ -90,3 +90,30 @@ def test_rule_docs_explain_and_errors_in_chinese(tree: Path) -> None:
     assert missing.returncode == 2 and "stridelens check：nope.py：没有该文件或目录" in missing.stderr
     unknown = run("check", "--lang", "fr", "model.py", cwd=tree)
     assert "no messages in 'fr'" in unknown.stderr and "`.view()` raises here" in unknown.stdout
+
+
+def test_help_and_usage_errors_in_chinese(tree: Path) -> None:
+    zh = run("--lang", "zh-CN", "check", "--help", cwd=tree)
+    assert zh.returncode == 0
+    assert zh.stdout.startswith("用法：stridelens check [-h] [--format {text,json,sarif}]")
+    assert "\n选项:\n  -h, --help            显示本帮助信息并退出\n" in zh.stdout
+    assert "  --fix                 就地应用安全修复\n" in zh.stdout  # option names stay as they are
+    assert "位置参数:\n  PATH                  文件或目录（递归遍历）" in zh.stdout
+    assert run("check", "--help", cwd=tree, lang="zh_CN.UTF-8").stdout == zh.stdout
+    assert run("check", "--help", "--lang", "zh-CN", cwd=tree).stdout == zh.stdout  # after the command too
+    english = run("check", "--help", cwd=tree)
+    assert english.stdout.startswith("usage: stridelens check [-h]")
+    assert "  -h, --help            show this help message and exit\n" in english.stdout
+    assert "  --fix                 apply safe fixes in place\n" in english.stdout
+    top = run("--help", cwd=tree, lang="zh_CN.UTF-8").stdout
+    assert "--version   显示程序版本号并退出" in top and "inspect   检查运行中进程里的张量（通过 debugpy）" in top
+    # argparse's own errors.
+    bogus = run("--lang", "zh-CN", "check", "--bogus", "model.py", cwd=tree)
+    assert bogus.returncode == 2 and "stridelens：错误：无法识别的参数：--bogus" in bogus.stderr
+    assert bogus.stderr.startswith("用法：stridelens")
+    missing = run("check", cwd=tree, lang="zh_CN.UTF-8")
+    assert missing.returncode == 2 and "stridelens check：错误：缺少以下必需参数：PATH" in missing.stderr
+    choice = run("check", "--format", "xml", "model.py", cwd=tree, lang="zh_CN.UTF-8")
+    assert "参数 --format：无效的选择：'xml'（可选值：'text', 'json', 'sarif'）" in choice.stderr
+    # The arguments of a launched script are not read for --lang.
+    assert "用法" not in run("inspect", "--help", "--", "--lang", "zh-CN", cwd=tree).stdout

@@ -1,0 +1,174 @@
+"""`stridelens inspect` in Chinese: real debugpy subprocesses on loopback, real torch on CPU.
+
+The text reports, the leak findings the probe writes in the target, and the inspector's errors
+follow `--lang zh-CN` / `LANG=zh_CN.UTF-8`; `--format json` is the same English in every language.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import string
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stridelens import i18n
+from stridelens.inspector import target_text
+
+from .conftest import free_port, marker_line, run_inspect
+
+pytestmark = pytest.mark.timeout(300)
+
+SCRIPT = """
+    import torch
+    torch.manual_seed(0)
+    a = torch.arange(24.0).reshape(4, 6)
+    v = a.t()[1:]
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    xs = [torch.randn(16, 8) for _ in range(3)]
+    losses = [model(x).pow(2).mean() for x in xs]
+    losses[0].backward(retain_graph=True)
+    big = torch.zeros(1 << 19)
+    head = big[:4]
+    del big
+    print("ready")  # inspect here
+"""
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Any:
+    def go(*args: str, lang: str = "C.UTF-8", timeout: float = 150) -> Any:
+        env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "COLUMNS": "200",
+               "LANG": lang, "LC_ALL": "", "LC_MESSAGES": ""}
+        return run_inspect(args, env, timeout)
+
+    return go
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [k, *_strings(v)]]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _stable(report: dict[str, Any]) -> str:
+    """The report without what differs between two runs of the same script (process, addresses)."""
+    report = {k: v for k, v in report.items() if k != "target"}
+    report["cuda_summary"].update(process=None, cpu_tensor_share_of_rss=None)  # each run's resident memory
+    text = json.dumps(report, indent=2)
+    return re.sub(r"0x[0-9a-f]+", "0x?", text)
+
+
+def test_reports_in_chinese_and_json_the_same_in_every_language(script: Any, run: Any) -> None:
+    p = script("train.py", SCRIPT)
+    args = ("--launch", str(p), "--break", f"{p}:{marker_line(p)}", "--expr", "v", "--expr", "len(xs)",
+            "--frame", "--memory", "--min-pin-bytes", "1000000", "--grads", "--graph", "losses[1]",
+            "--cuda-summary", "--kill")
+    english = run(*args, "--format", "json")
+    by_flag = run(*args, "--format", "json", "--lang", "zh-CN")
+    assert english.rc == by_flag.rc == 1, english.err  # `len(xs)` is not a tensor
+    assert _stable(english.json()) == _stable(by_flag.json())
+    assert not [s for s in _strings(by_flag.json()) if CJK.search(s)]
+    ex = {e["expr"]: e for e in english.json()["expressions"]}
+    assert ex["len(xs)"]["error"] == "not a tensor: the expression is a builtins.int"
+    findings = {f["kind"]: f["message"] for f in english.json()["memory"]["findings"]}
+    assert findings["graph_kept_alive"].startswith("losses (list of 3) keeps 3 autograd graphs alive")
+
+    text = run(*args, lang="zh_CN.UTF-8")
+    assert text.rc == 1, text.err
+    out = text.out
+    assert "已停下（breakpoint）" in out and "（函数 <module>）" in out
+    # The expression's card, and the probe's error for `len(xs)` in Chinese.
+    assert "存储偏移" in out and "步长" in out and "（即 `_base`）" in out
+    assert "len(xs): 不是张量：表达式的值是 builtins.int" in out
+    # The frame's storage groups (rebuilt from the probe's facts) and the process report.
+    assert "当前帧中的张量，按存储分组" in out
+    assert f"a, v 共享一个 {24 * 4} 字节的存储" in out and "v 是 a 在偏移 1 处的视图" in out
+    assert "各设备上的存活张量" in out and "最大的存储（前 10 个）" in out
+    # Leak findings, which the probe wrote in English inside the target.
+    assert "losses（长度为 3 的 list）让 3 个计算图保持存活" in out
+    assert "head 只用到它所保持存活的 2.0 MiB 存储中的 16 B" in out
+    # --grads, --graph and --cuda-summary.
+    assert "梯度健康状况" in out and "梯度范数" in out
+    assert "计算图：losses[1]" in out and "个保存的张量" in out
+    assert "内存解读" in out and "没有 CUDA 数据" in out and "存活的 CPU 张量占" in out
+    # English words left are code, names and units, not sentences.
+    for english_sentence in ("keeps 3 autograd graphs", "share one", "Live tensors per device",
+                             "Gradient health", "Memory explained", "not a tensor"):
+        assert english_sentence not in out, english_sentence
+
+
+def test_errors_in_chinese(script: Any, run: Any) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its PID is now free
+    r = run("--pid", str(dead.pid), "--memory", "--lang", "zh-CN")
+    assert r.rc == 1 and f"没有 PID 为 {dead.pid} 的进程" in r.err and "Traceback" not in r.err
+    assert r.err.startswith("stridelens inspect：")
+    r = run("--connect", f"127.0.0.1:{free_port()}", "--memory", lang="zh_CN.UTF-8")
+    assert r.rc == 1 and "上没有程序接受连接" in "".join(r.err.split())
+    r = run("--connect", "10.1.2.3:5678", "--memory", "--lang", "zh-CN")
+    assert r.rc == 2 and "不是回环地址" in "".join(r.err.split()) and "--allow-remote" in r.err
+    blank = script("blank.py", "import json\n\n# a comment\nprint(json.dumps([1]))  # inspect here\n")
+    r = run("--launch", str(blank), "--break", f"{blank}:3", "--lang", "zh-CN")
+    assert r.rc == 2 and "的第3行没有代码" in "".join(r.err.split())
+    # The probe's own error, written in English inside a target without torch.
+    r = run("--launch", str(blank), "--break", f"{blank}:{marker_line(blank)}", "--memory", "--lang", "zh-CN")
+    assert r.rc == 1 and "目标进程没有导入torch" in "".join(r.err.split()), r.err
+    # The debuggee dies while it is being inspected.
+    dies = script("dies.py", "import torch\nt = torch.ones(3)\nprint('x')  # inspect here\n")
+    r = run("--launch", str(dies), "--break", f"{dies}:{marker_line(dies)}",
+            "--expr", "__import__('os')._exit(3)", "--lang", "zh-CN")
+    assert r.rc == 1 and "目标进程在检查过程中就退出了（退出码3）" in "".join(r.err.split()), r.err
+
+
+def test_inspect_help_in_chinese(run: Any) -> None:
+    r = run("--help", "--lang", "zh-CN")
+    assert r.rc == 0
+    assert r.out.startswith("用法：stridelens inspect [-h]")
+    assert "显示本帮助信息并退出" in r.out and "向运行中的进程注入 debugpy（需要 gdb）" in r.out
+    assert "示例：\n  stridelens inspect --launch train.py" in r.out and "--diff-steps N" in r.out
+
+
+# ---------------------------------------------------------------- the probes' texts, in process
+
+
+def test_probe_modules_do_not_import_stridelens_i18n() -> None:
+    here = Path(target_text.__file__).parent
+    for name in target_text.PROBE_MODULES:
+        tree = ast.parse((here / f"{name}.py").read_text(encoding="utf-8"))
+        imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        imported += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        if name == "snapshot_boot":  # builds the boot file on the stridelens side, from the probe's source
+            assert not [m for m in imported if m.startswith("stridelens") and m != "stridelens.inspector"], imported
+        else:
+            assert not [m for m in imported if m.startswith("stridelens")], (name, imported)
+
+
+def test_every_probe_template_reads_back_in_chinese() -> None:
+    templates = target_text.probe_msgids()
+    assert len(templates) > 30 and "an unnamed tensor" in templates
+    try:
+        i18n.set_language("zh-CN")
+        for msgid in templates:
+            fields = [f for _, f, _, _ in string.Formatter().parse(msgid) if f]
+            values = {f: f"V{i}" for i, f in enumerate(dict.fromkeys(fields))}
+            english = msgid.format(**values)
+            assert target_text.from_target(english) == i18n.tr(msgid).format(**values), msgid
+            assert CJK.search(target_text.from_target(english)) or msgid == "{owner}.grad", msgid
+        # Values that are themselves probe texts are translated too; other text comes back as it was.
+        nested = "an unnamed tensor uses 16 B of a 2.0 MiB storage it keeps alive (0.00076% used); .clone() it to free 2.0 MiB"
+        assert target_text.from_target(nested).startswith("一个未命名的张量 只用到")
+        assert target_text.from_target("RuntimeError: CUDA out of memory") == "RuntimeError: CUDA out of memory"
+    finally:
+        i18n.set_language("en")
+    assert target_text.from_target(nested) == nested
