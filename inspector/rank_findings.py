@@ -127,7 +127,7 @@ def _cuda_bytes(report: dict[str, Any]) -> dict[int, int]:
 
 def _names_on(report: dict[str, Any], device: str, limit: int = 3) -> str:
     names = [n for g in report.get("top", []) if g["device"] == device for n in g["names"]]
-    return (": " + ", ".join(names[:limit]) + (" …" if len(names) > limit else "")) if names else ""
+    return (tr(": ") + ", ".join(names[:limit]) + (" …" if len(names) > limit else "")) if names else ""
 
 
 def device_findings(ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:

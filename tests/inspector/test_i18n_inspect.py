@@ -12,6 +12,7 @@ import os
 import re
 import string
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ import pytest
 from stridelens import i18n
 from stridelens.inspector import target_text
 
-from .conftest import free_port, marker_line, run_inspect
+from .conftest import REPO, free_port, marker_line, run_inspect
+from .test_snapshot import TRAIN, cli, skip_without_ptrace, start  # noqa: F401 -- the snapshot fixtures
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -172,3 +174,114 @@ def test_every_probe_template_reads_back_in_chinese() -> None:
     finally:
         i18n.set_language("en")
     assert target_text.from_target(nested) == nested
+
+
+# ---------------------------------------------------------------- the other reports, in Chinese
+
+
+def test_step_diff_and_explain_errors_in_chinese(run: Any) -> None:
+    steps = REPO / "tests" / "fixtures" / "steps" / "grow_vs_cache.py"
+    r = run("--launch", str(steps), "--break", f"{steps}:{marker_line(steps)}:step >= 2", "--diff-steps", "2",
+            "--kill", "--lang", "zh-CN")
+    assert r.rc == 0, r.err
+    assert "逐步对比，共 2 步（断点多命中 2 次）：存活存储" in r.out
+    assert "是谁持有它们（每次停下时的字节数）" in r.out and "线性" in r.out
+    assert "history：泄漏：每步多出 8.0 KiB" in r.out
+    assert re.search(r"history +容器 +2 \(16\.0 KiB\)", r.out) and re.search(r"model\.0\.weight\.grad +梯度", r.out)
+    assert "cache：自第一次停下以来有 1 个存储被替换" in r.out or "cache：" not in r.out
+    script = REPO / "tests" / "fixtures" / "explain_errors" / "index_assign.py"
+    r = run("--launch", str(script), "--explain-errors", lang="zh_CN.UTF-8")
+    assert r.rc == 0, r.err
+    rel = script.relative_to(REPO)
+    assert "原地修改了 autograd 为反向传播保存的张量" in r.out
+    assert f"，位于 {rel}:{marker_line(script, '# saves:')}（函数 step）" in r.out
+    assert "期望 0，实际 1" in r.out and "绑定到：h（函数 <module>）" in r.out
+    assert "torch 的报错" in r.out and "one of the variables needed for gradient computation" in r.out
+
+
+def test_periodic_snapshots_in_chinese(start: Any, cli: Any) -> None:  # noqa: F811 -- the imported fixtures
+    proc = start(TRAIN)
+    r = cli("--pid", str(proc.pid), "--snapshot", "--every", "1", "--count", "2", "--lang", "zh-CN")
+    skip_without_ptrace(r)
+    assert r.rc == 0, r.err
+    assert r.out.startswith(f"快照 pid {proc.pid}（python ") and "，方式：gdb — 主线程停顿" in r.out
+    assert "（存储列表只列出前 10 个；总量和问题统计包含所有张量）" in r.out
+    assert "2 次快照，每次都与第一次比较" in r.out and "（第一次）" in r.out
+    assert "从第一次到最后一次快照的增长，按所有者分列" in r.out
+    assert re.search(r"存活张量 [\d.]+ [KM]iB → [\d.]+ [KM]iB（\+[\d.]+ [KM]iB）；增长的有：history \+", r.out), r.out
+    r = cli("--pid", str(proc.pid), "--snapshot", "--lang", "zh-CN", env={"PATH": "/nonexistent-bin"})
+    assert r.rc == 1 and "--snapshot 需要 PATH 中有 gdb" in r.err, r.err
+
+
+def test_rank_report_in_chinese() -> None:
+    import io
+
+    from rich.console import Console
+
+    from stridelens.inspector import rank_findings, rank_reports
+
+    from .test_all_ranks import _rank
+
+    try:
+        i18n.set_language("zh-CN")
+        ranks = [_rank(0, 0, {"cuda:0": 4 << 20}, {"cuda:0": "w"}), _rank(1, 0, {"cuda:0": 4 << 20}, {"cuda:0": "w"})]
+        merged = rank_findings.merge(ranks, top_len=64, how=i18n.tr("with --pause one pause every --interval seconds"))
+        (f,) = [f for f in merged["findings"] if f["kind"] == "missing_set_device"]
+        assert f["message"].startswith("rank 1（LOCAL_RANK 1）在 cuda:0，即 rank 0 的设备上持有 4.0 MiB：w，")
+        assert merged["notes"][0].startswith("没有测量内存增长：每个 rank 至少需要两次采样，而本次只采了 1 次")
+        per = [{"rank": r["rank"], "local_rank": r["local_rank"], "pid": 100 + r["rank"], "status": "ok", "error": None,
+                "stop": {"path": "/x/train.py", "line": 3, "function": "step"},
+                "samples": [{"bytes": 4 << 20, "tensors": 1}], "target": {"torch": "2.5"}} for r in ranks]
+        report = {"ranks": per, "stop": {"how": "pause", "samples": 1}, "seconds": 1.5, "agent_pid": 99, **merged}
+        console = Console(record=True, width=200, file=io.StringIO())
+        rank_reports.print_text(report, console)
+        out = console.export_text()
+    finally:
+        i18n.set_language("en")
+    assert out.startswith("torchrun 作业：2 个 rank（2 个完整报告），torchrun agent PID 99 — 暂停，1 次采样，1.5 秒")
+    assert "各 rank，均停在 /x/train.py:3（函数 step）" in out and "跨 rank 发现的问题" in out
+    assert "⚠ missing_set_device：rank 1（LOCAL_RANK 1）" in out
+    assert "各 rank 的张量没有差别" in out and "各 rank、各设备的 CUDA 用量" in out
+    assert "注意：没有测量内存增长" in out
+
+
+NOTEBOOK = r"""
+import io, sys, types
+import torch
+from stridelens import i18n
+from stridelens.inspector import notebook_magics as nm
+
+class Shell:
+    user_ns = {}
+    def register_magic_function(self, *a, **k):
+        pass
+
+shell = Shell()
+nm.load(shell)  # the kernel's LANG decides
+print("LANGUAGE", i18n.language())
+x = torch.randn(4, 6)
+losses = [(torch.ones(8, requires_grad=True) * i).sum() for i in range(2)]
+shell.user_ns.update(x=x, losses=losses)
+print(nm.run_magic(shell, "x.t()")[0])
+print(nm.run_magic(shell, "memory --top 2")[0])
+print("SUMMARY", nm.summary_line(x.t()[1:], shell.user_ns))
+for line in ("", "nope", "memory --top x", "display maybe"):
+    try:
+        nm.run_magic(shell, line)
+    except nm.MagicError as e:
+        print("ERROR", e)
+"""
+
+
+def test_notebook_magic_text_in_chinese() -> None:
+    env = {**os.environ, "LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": "", "COLUMNS": "160"}
+    out = subprocess.run([sys.executable, "-c", NOTEBOOK], capture_output=True, text=True, timeout=120,
+                         env=env, cwd=REPO).stdout
+    assert "LANGUAGE zh_CN" in out
+    assert "步长" in out and "存储偏移" in out and "非连续：.contiguous()" in out
+    assert "各设备上的存活张量" in out and "losses（长度为 2 的 list）让 2 个计算图保持存活" in out
+    assert "SUMMARY tensor[5, 4] f32 步长 (1, 6) 偏移 1 非连续 x 的视图" in out
+    assert "ERROR 用法：%stridelens EXPR" in out
+    assert "ERROR 表达式抛出了 NameError: name 'nope' is not defined" in out
+    assert "ERROR --top 需要一个整数，而不是 'x'" in out
+    assert "ERROR display 只接受 on 或 off：%stridelens display on" in out
