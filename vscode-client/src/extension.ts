@@ -9,7 +9,7 @@ import { RuntimeController, StoppedFrame } from "./runtime/controller";
 import { readReport, readStepDiff, ReportKind } from "./runtime/reports";
 import type { StaticFacts } from "./runtime/facts";
 import { MemoryPanel } from "./runtime/panel";
-import { Bundle, chooseLanguage, loadBundle, useBundle } from "./locale";
+import { Bundle, chooseLanguage, language, loadBundle, useBundle } from "./locale";
 
 let manager: ServerManager | undefined;
 
@@ -68,6 +68,29 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (r.code !== 0) throw new Error(l10n.t("analysing the {0} report failed: {1}", kind, r.stderr.trim().split("\n").slice(-2).join(" / ") || `exit ${r.code}`));
     return JSON.parse(r.stdout);
   };
+  // The probe writes English (it runs in the debuggee, stdlib only): its findings and notes in the
+  // extension's language, as `inspect` shows them (launch.py --from-target); cached per text.
+  const translated = new Map<string, string>();
+  const fromTarget = async (texts: string[]): Promise<string[]> => {
+    const lang = language();
+    if (lang === "en" || !texts.length) return texts;
+    const key = (t: string) => `${lang}\n${t}`;
+    const todo = [...new Set(texts.filter((t) => !translated.has(key(t))))];
+    if (todo.length) {
+      const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
+      const r = await runStridelens(python, ["--from-target"], 30_000, undefined, JSON.stringify(todo));
+      let out: unknown[] | undefined;
+      try {
+        out = r.code === 0 ? (JSON.parse(r.stdout) as unknown[]) : undefined;
+      } catch {
+        out = undefined;
+      }
+      if (!out) log(`the probe's texts stay English: ${r.stderr.trim().split("\n").slice(-2).join(" / ") || `exit ${r.code}`}`);
+      if (translated.size > 4000) translated.clear();
+      todo.forEach((t, i) => translated.set(key(t), typeof out?.[i] === "string" ? (out[i] as string) : t));
+    }
+    return texts.map((t) => translated.get(key(t)) ?? t);
+  };
   const report = (frame: StoppedFrame, kind: Exclude<ReportKind, "diff-steps">) => readReport(frame, kind, inspectorSource, analyze);
   const stepDiff = (frame: StoppedFrame, n: number, progress: (m: string) => void) => readStepDiff(runtime, frame, n, inspectorSource, analyze, progress);
 
@@ -112,13 +135,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     return p;
   };
 
-  const runtime = new RuntimeController({ log, probeSource, staticFacts });
+  const runtime = new RuntimeController({ log, probeSource, staticFacts, fromTarget });
   context.subscriptions.push(runtime, ...registerFallbackDebugger(log));
 
   context.subscriptions.push(
     vscode.commands.registerCommand("stridelens.restartServer", () => manager?.restart()),
     vscode.commands.registerCommand("stridelens.showOutput", () => output.show(true)),
-    vscode.commands.registerCommand("stridelens.showTensorMemory", () => MemoryPanel.show(runtime, log, { extensionUri: context.extensionUri, report, stepDiff })),
+    vscode.commands.registerCommand("stridelens.showTensorMemory", () => MemoryPanel.show(runtime, log, { extensionUri: context.extensionUri, report, stepDiff, fromTarget })),
     vscode.commands.registerCommand("stridelens.refreshRuntimeFacts", () => runtime.scheduleRefresh(0)),
     vscode.commands.registerCommand("stridelens.applyAllFixes", async () => {
       const ed = vscode.window.activeTextEditor;

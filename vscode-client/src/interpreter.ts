@@ -2,6 +2,7 @@
 // extension's selected interpreter when installed, else `stridelens.interpreter`, else python3.
 import * as vscode from "vscode";
 import * as l10n from "@vscode/l10n";
+import { language } from "./locale";
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -82,8 +83,11 @@ export function importStrategy(resource?: vscode.Uri): ImportStrategy {
   return v === "fromEnvironment" ? "fromEnvironment" : "useBundled";
 }
 
-/** The environment stridelens runs in: the launcher reads the import strategy from it. */
-export const stridelensEnv = (resource?: vscode.Uri): Record<string, string> => ({ STRIDELENS_IMPORT_STRATEGY: importStrategy(resource) });
+/**
+ * The environment stridelens runs in: the launcher reads the import strategy from it, and the
+ * language of the reports it analyses (`--analyze`, `--from-target`: the extension's language).
+ */
+export const stridelensEnv = (resource?: vscode.Uri): Record<string, string> => ({ STRIDELENS_IMPORT_STRATEGY: importStrategy(resource), STRIDELENS_LANG: language() });
 
 export function run(python: string, args: string[], timeoutMs = 60_000, cwd?: string, env: Record<string, string> = {}, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -117,7 +121,7 @@ export async function checkStridelens(python: string, resource?: vscode.Uri): Pr
   const line = r.stdout.trim().split(/\n/).pop() ?? "";
   if (r.code === 0) return JSON.parse(line) as StridelensInfo;
   if (r.code === TOO_OLD_EXIT && /needs Python 3\.10/.test(r.stderr)) {
-    const m = /(\S+) is Python (\S+)\s*$/.exec(r.stderr.trim().split("\n").pop()!);
+    const m = /; (.+) is Python (\S+)\s*$/.exec(r.stderr.trim().split("\n").pop()!);
     const said = m ? l10n.t("needs Python 3.10 or newer; {0} is Python {1}", m[1], m[2]) : r.stderr.trim().split("\n").pop()!.replace(/^stridelens /, "");
     throw new InterpreterProblem(l10n.t("stridelens: {0}. Select a Python 3.10 or newer.", said), "too-old", python);
   }

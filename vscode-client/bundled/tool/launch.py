@@ -6,6 +6,11 @@
                                `inspect --grads` (KIND grads), `--cuda-summary` (cuda-summary) or
                                `--diff-steps` (diff-steps): the memory panel's sections, analysed
                                by stridelens' own code
+    python launch.py --from-target    a JSON list of texts the probe wrote (English) in the
+                               user's language, as `inspect` shows them (inspector/target_text.py)
+
+STRIDELENS_LANG (the extension's language: "en", "zh-cn") is the language of what --analyze and
+--from-target write; it is taken out of the environment, so nothing the server starts sees it.
 
 The extension carries stridelens and its pure-Python dependencies in bundled/libs (filled by
 scripts/bundle.py when the .vsix is packaged); the interpreter only needs torch, for exact
@@ -44,6 +49,17 @@ def _importable(name):
         return False
 
 
+def _use_language(tag):
+    """Messages in `tag`'s language (a stridelens without the catalogue: English)."""
+    if not tag:
+        return
+    try:
+        from stridelens import i18n
+    except ImportError:
+        return
+    i18n.set_language(tag)
+
+
 def main():
     if sys.version_info < (3, 10):
         sys.stderr.write(
@@ -56,6 +72,7 @@ def main():
         del sys.path[0]
     own_path = list(sys.path)  # the interpreter's own, before the bundle joins
     strategy = os.environ.pop("STRIDELENS_IMPORT_STRATEGY", "useBundled")
+    language = os.environ.pop("STRIDELENS_LANG", "")
     bundled = os.path.isdir(os.path.join(LIBS, "stridelens"))
     if bundled and not (strategy == "fromEnvironment" and _importable("stridelens")):
         sys.path.insert(0, LIBS)
@@ -91,8 +108,20 @@ def main():
         import importlib
         import json
 
+        _use_language(language)
         analyze = importlib.import_module(ANALYZERS[args[1]]).analyze
         print(json.dumps(analyze(json.load(sys.stdin))))
+        return 0
+    if args == ["--from-target"]:
+        import json
+
+        texts = json.load(sys.stdin)
+        _use_language(language)
+        try:
+            from stridelens.inspector.target_text import from_target
+        except ImportError:  # a stridelens from before the catalogue (fromEnvironment): as they came
+            from_target = None
+        print(json.dumps([from_target(t) if from_target is not None and isinstance(t, str) else t for t in texts]))
         return 0
     import runpy
 

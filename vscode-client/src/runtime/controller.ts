@@ -36,6 +36,7 @@ export interface ControllerDeps {
   log: (msg: string) => void;
   probeSource: () => Promise<string>;
   staticFacts: (path: string, positions: { line: number; character: number }[]) => Promise<(StaticFacts | null)[] | undefined>;
+  fromTarget: (texts: string[]) => Promise<string[]>; // the probe's English notes in the extension's language
 }
 
 export class RuntimeController implements vscode.Disposable {
@@ -337,7 +338,9 @@ export class RuntimeController implements vscode.Disposable {
     try {
       const frame = await this.currentFrame();
       if (!frame || token.isCancellationRequested) return undefined;
-      const d: Describe = await frame.client.describe(span.text, frame.frameId);
+      let d: Describe = await frame.client.describe(span.text, frame.frameId);
+      if (d.notes.length) d = { ...d, notes: await this.deps.fromTarget(d.notes) };
+      if (token.isCancellationRequested) return undefined;
       const md = new vscode.MarkdownString(hoverMarkdown(span.text, d));
       md.supportHtml = false;
       return new vscode.Hover(md, new vscode.Range(pos.line, span.start, pos.line, span.end));

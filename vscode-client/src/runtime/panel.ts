@@ -19,6 +19,7 @@ export interface PanelDeps {
   extensionUri: vscode.Uri; // dist/webview.js lies there
   report: (frame: StoppedFrame, kind: Exclude<ReportKind, "diff-steps">) => Promise<unknown>; // `inspect --grads` / `--cuda-summary` of the stopped frame
   stepDiff: (frame: StoppedFrame, n: number, progress: (m: string) => void) => Promise<unknown>; // `inspect --diff-steps n` from the stopped frame
+  fromTarget: (texts: string[]) => Promise<string[]>; // the probe's English texts (findings, notes) in the extension's language
 }
 
 
@@ -90,6 +91,10 @@ export class MemoryPanel {
         source = open ? open.getText() : await fs.promises.readFile(frame.path, "utf8").catch(() => null);
       }
       const model: PanelModel = buildPanelModel(proc, fr, frame.path ? { path: frame.path, line: frame.line, function: frame.name } : null, source);
+      // What the probe wrote (leak findings, storage group summaries) is English: as `inspect` shows it.
+      const texts = await this.deps.fromTarget([...model.findings.map((f) => f.message), ...model.groups.map((g) => g.summary)]);
+      model.findings.forEach((f, i) => (f.message = texts[i] ?? f.message));
+      model.groups.forEach((g, i) => (g.summary = texts[model.findings.length + i] ?? g.summary));
       this.log(`memory report: ${proc.tensor_count} tensors, ${proc.findings.length} findings (${Date.now() - t0} ms)`);
       this.panel.title = `${l10n.t("Tensor memory")} · ${model.title}`;
       void this.panel.webview.postMessage({ type: "model", model });
@@ -148,7 +153,9 @@ export class MemoryPanel {
         const frame = await this.ctl.currentFrame();
         if (!frame) throw new NotStopped();
         const d = await frame.client.describe(nameToExpression(m.name), frame.frameId);
-        void this.panel.webview.postMessage({ type: "detail", detail: tensorDetail(m.name, d) });
+        const detail = tensorDetail(m.name, d);
+        detail.notes = await this.deps.fromTarget(detail.notes);
+        void this.panel.webview.postMessage({ type: "detail", detail });
       } catch (e) {
         void this.panel.webview.postMessage({ type: "detail-error", name: m.name, message: e instanceof Error ? e.message : String(e) });
       }
