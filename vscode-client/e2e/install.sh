@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the end-to-end run needs, cached under vscode-client/.e2e/ (git-ignored):
-# Debian's chromium + ripgrep, code-server 4.100.3 from the npm registry (offline-safe ripgrep).
+# Debian's chromium + ripgrep + a CJK font, code-server 4.100.3 from the npm registry (offline-safe ripgrep).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 CACHE="$HERE/.e2e"
@@ -10,6 +10,8 @@ mkdir -p "$CACHE"
 need_apt=()
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v rg >/dev/null || need_apt+=(ripgrep)
+# A font with Chinese glyphs (step 8's screenshots; ~5 MB): without one chromium draws boxes.
+{ command -v fc-list >/dev/null && [ -n "$(fc-list :lang=zh 2>/dev/null)" ]; } || need_apt+=(fonts-wqy-microhei)
 # code-server's kerberos module is built from source: it needs the GSSAPI headers (and a compiler).
 [ -e /usr/include/gssapi/gssapi.h ] || need_apt+=(libkrb5-dev)
 command -v g++ >/dev/null || need_apt+=(g++)

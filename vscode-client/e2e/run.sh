@@ -2,7 +2,8 @@
 # End-to-end: package the extension (with stridelens bundled), install it into code-server
 # 4.100.3, and drive the scenario (static hover, SL101 quick fix, fallback debugger + runtime
 # facts + memory panel, a Python without torch and a missing one, attach by host:port to a
-# running debugpy.listen() process, a notebook's cell hover, the panel's step diff) in Debian's chromium. The interpreter has torch and debugpy
+# running debugpy.listen() process, a notebook's cell hover, the panel's step diff, then hovers, inline facts and the
+# memory panel in Chinese with stridelens.locale) in Debian's chromium. The interpreter has torch and debugpy
 # but not stridelens: the .vsix's bundled copy serves it. Everything installed is cached under
 # vscode-client/.e2e/; screenshots land in vscode-client/e2e-artifacts/. Leaves no process behind.
 set -euo pipefail
@@ -53,6 +54,15 @@ grep '^bundle:' "$CLIENT/.e2e/package.log" || true
 vsix_kib=$(du -k stridelens.vsix | cut -f1)
 echo "e2e: packaged stridelens.vsix, $vsix_kib KiB"
 [ "$vsix_kib" -lt 5120 ] || { echo "e2e: the .vsix is over 5 MiB"; exit 1; }
+# The translations travel in the .vsix: package.nls*.json (contributed strings), l10n/ (runtime strings).
+"$BUILD_PYTHON" -c "
+import sys, zipfile
+names = set(zipfile.ZipFile('stridelens.vsix').namelist())
+want = ['extension/package.nls.json', 'extension/package.nls.zh-cn.json', 'extension/l10n/bundle.l10n.zh-cn.json']
+missing = [n for n in want if n not in names]
+sys.exit('e2e: the .vsix lacks ' + ', '.join(missing) if missing else 0)
+"
+echo "e2e: the .vsix carries package.nls.json, package.nls.zh-cn.json, l10n/bundle.l10n.zh-cn.json"
 
 if [ -n "$VENV_PID" ]; then
   wait "$VENV_PID" || { cat "$CLIENT/.e2e/venv.log"; echo "e2e: venv install FAILED"; exit 1; }

@@ -9,6 +9,9 @@
 //      for a narrower window)
 //   6. a real .ipynb in the notebook editor: a hover in a cell (LSP notebook sync)
 //   7. the memory panel's step diff (inspect --diff-steps 3) on a loop with a growing list
+//   8. 中文: `"stridelens.locale": "zh-CN"` in the workspace settings (no VS Code language pack
+//      is needed): the status bar, a static hover (the server's locale key), inline facts, the
+//      runtime hover card and the memory panel in Chinese; English again once the setting goes
 // The workspace's interpreter has torch and debugpy but not stridelens: the bundled copy runs.
 // Usage: node scenario.mjs URL WORKSPACE ARTIFACTS   (run by e2e/run.sh)
 import { chromium } from "playwright-core";
@@ -688,6 +691,91 @@ try {
     await runCommand("Debug: Stop");
     await until("the debug session to end", async () => (await page.locator(".codicon-debug-stackframe").count()) === 0, 20_000, 500);
   });
+  await step("8 zh-CN: stridelens.locale in the workspace settings: status bar, static hover, inline facts, runtime hover card and memory panel in Chinese", async () => {
+    await runCommand("View: Close All Editor Groups"); // step 7's memory panel
+    const settings = join(workspace, ".vscode", "settings.json");
+    const before = readFileSync(settings, "utf8");
+    writeFileSync(settings, JSON.stringify({ ...JSON.parse(before), "stridelens.locale": "zh-CN" }));
+    try {
+      // The extension's own words (l10n bundle): the status bar says 精确 / 静态 instead of exact / static.
+      await until("the status bar in Chinese", async () => /stridelens · (精确|静态)/.test(await statusText()), 30_000, 300);
+      log(`status bar: ${await statusText()}`);
+      // The server's words (its `locale` key, from workspace/configuration): the static hover card.
+      await openFile("examples/layout_basics.py");
+      const { text, hover } = await hoverUntil("a[1:, 1:3]  # explain: shape", 0, /视图/, 45_000);
+      log(`zh hover: ${squash(text).slice(0, 300)}`);
+      for (const re of [/\(2, 2\)/, /\(4, 1\)/, /存储偏移\W*5/, /步长/, /非连续/]) if (!re.test(text)) throw new Error(`the Chinese hover lacks ${re}: ${text}`);
+      await shot("8-zh-hover-card", hover);
+      await shot("8-zh-hover");
+      await page.mouse.move(5, 5);
+      // At a breakpoint: the runtime side in Chinese.
+      await openFile("examples/runtime/leaky_losses.py");
+      await gotoLine(26);
+      if ((await page.locator(".editor-instance .codicon-debug-breakpoint").count()) === 0) await runCommand("Debug: Toggle Breakpoint"); // (step 3 set it)
+      await runCommand("stridelens: Debug current file (debugpy)");
+      await until("the debuggee to stop", async () => (await page.locator(".codicon-debug-stackframe").count()) > 0, 90_000, 500);
+      try {
+        await gotoLine(12);
+        const inline = await until("inline runtime facts in Chinese", async () => {
+          const t = (await inlineDecorations()).join("\n");
+          return /x: \(128, 256\) · float32 · cpu · 步长 \(256, 1\) · 偏移 0 · 连续/.test(t) && /losses: 20 个张量/.test(t) ? t : false;
+        }, 60_000, 500);
+        log(`zh inline: ${inline.split("\n").join(" | ").slice(0, 300)}`);
+        const card = await hoverUntil("= torch.randn(128, 256)", 4, /stridelens · 运行时/);
+        for (const re of [/形状\s+\(128, 256\)/, /步长\s+\(256, 1\)/, /存储偏移\s+0/, /存储\s+128\.0 KiB/, /读取 128\.0 KiB 中的 128\.0 KiB/]) {
+          if (!re.test(card.text)) throw new Error(`the Chinese runtime card lacks ${re}: ${card.text}`);
+        }
+        await shot("8-zh-runtime-hover-card", card.hover);
+        await page.mouse.move(5, 5);
+        await runCommand("stridelens: Show tensor memory"); // (command titles follow VS Code's display language: English here)
+        const frame = await until("the memory panel in Chinese", async () => {
+          for (const f of page.frames()) {
+            try {
+              if ((await f.locator("#content .finding").count()) > 0 && /张量内存/.test(await f.locator("#title").innerText())) return f;
+            } catch { /* detached */ }
+          }
+          return false;
+        }, 60_000, 500);
+        const content = squash(await frame.locator("#content").innerText());
+        log(`zh panel: ${squash(await frame.locator("#title").innerText())}; ${squash(await frame.locator("#status").innerText())}; ${content.slice(0, 300)}`);
+        for (const w of ["泄漏", "按设备", "最大的存储", "当前帧的张量（按存储分组）", "读取梯度", "解释内存", "第 12 行"]) if (!content.includes(w)) throw new Error(`the Chinese panel lacks ${w}: ${content}`);
+        if (!/\d+ 个存活张量，位于 \d+ 个存储中/.test(await frame.locator("#status").innerText())) throw new Error(`the panel's status line: ${await frame.locator("#status").innerText()}`);
+        // The probe's finding (English in the debuggee), shown in Chinese as `inspect` shows it (launch.py --from-target).
+        const finding = squash(await frame.locator(".finding", { hasText: "losses" }).first().innerText());
+        if (!/计算图/.test(finding) || /autograd graphs alive/.test(finding)) throw new Error(`the leak finding is not in Chinese: ${finding}`);
+        await shot("8-zh-memory-panel", page.locator("iframe.webview").last());
+        await frame.locator(".tensor", { hasText: /^\s*x:/ }).first().click();
+        await frame.locator("#picture svg.picture").first().waitFor({ state: "visible", timeout: 15_000 });
+        const foot = await frame.locator("#picture-foot").innerText();
+        const svgText = (await frame.locator("#picture svg.picture text").allTextContents()).join(" | ");
+        log(`zh picture: ${foot}; ${svgText}`);
+        if (!/^读取 128\.0 KiB 中的 128\.0 KiB \(100%\)，起始元素 0，步长 \(256, 1\)$/.test(foot)) throw new Error(`x's picture caption: ${foot}`);
+        if (!/128\.0 KiB，起始元素 0/.test(svgText)) throw new Error(`x's bar labels: ${svgText}`);
+        if (!/步长 \(256, 1\) · 偏移 0 · 连续/.test(await frame.locator("#detail").innerText())) throw new Error(`x's detail: ${await frame.locator("#detail").innerText()}`);
+        await shot("8-zh-memory-panel-picture", page.locator("iframe.webview").last());
+        // Memory explained: the analysis (launch.py --analyze, STRIDELENS_LANG) and the panel's own words in Chinese.
+        await frame.locator("#read-cuda").click();
+        await frame.locator("#cuda .cuda-process").waitFor({ state: "visible", timeout: 60_000 }).catch(async (e) => {
+          throw new Error(`${e.message}; the section says: ${await frame.locator("#cuda").innerText()}`);
+        });
+        const ctext = squash(await frame.locator("#cuda").innerText());
+        log(`zh memory explained: ${ctext.slice(0, 300)}`);
+        if (!/^没有 CUDA 数据：.*进程 RSS [\d.]+ MiB .*存活的 CPU 张量占用 8\.5 MiB/.test(ctext)) throw new Error(`memory explained in Chinese: ${ctext}`);
+        await shot("8-zh-memory-panel-window");
+      } finally {
+        await runCommand("View: Focus First Editor Group").catch(() => undefined);
+        await runCommand("Debug: Stop").catch(() => undefined);
+      }
+      await until("the debug session to end", async () => (await page.locator(".codicon-debug-stackframe").count()) === 0, 20_000, 500);
+    } finally {
+      writeFileSync(settings, before);
+    }
+    // The setting gone ("auto", VS Code's display language: English here): English again.
+    await until("the status bar in English again", async () => /stridelens · (exact|static)/.test(await statusText()), 30_000, 300);
+    await openFile("examples/layout_basics.py");
+    const { text } = await hoverUntil("a[1:, 1:3]  # explain: shape", 0, /view of/i, 45_000);
+    if (/视图|步长/.test(text)) throw new Error(`the hover is still Chinese: ${text}`);
+  });
 } finally {
   try {
     await page.goto("about:blank");
@@ -697,4 +785,4 @@ try {
 const failed = results.filter((r) => !r.ok);
 log(`${results.length - failed.length}/${results.length} steps passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 for (const r of results) console.log(`  ${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.s.toFixed(1)} s)${r.ok ? "" : ` — ${r.error}`}`);
-process.exit(failed.length || results.length < 7 ? 1 : 0);
+process.exit(failed.length || results.length < 8 ? 1 : 0);
