@@ -39,11 +39,14 @@ class Layout:
         return Layout(shape, strides, offset)
 
     def atoms(self) -> frozenset[int]:
-        out: set[int] = set()
-        for x in (*self.shape, *(self.strides or ()), self.offset):
-            if isinstance(x, SymExpr):
-                out |= x.atoms()
-        return frozenset(out)
+        found: frozenset[int] | None = self.__dict__.get("_atoms")
+        if found is None:  # kept on the instance: a layout is asked at every op it reaches
+            out: set[int] = set()
+            for x in (*self.shape, *(self.strides or ()), self.offset):
+                if isinstance(x, SymExpr):
+                    out |= x.atoms()
+            found = self.__dict__["_atoms"] = frozenset(out)
+        return found
 
 
 def _subs_all(items: tuple[Size, ...], values: dict[int, Size]) -> tuple[Size, ...] | None:

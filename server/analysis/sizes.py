@@ -27,13 +27,14 @@ MAX_TERMS = 32  # bigger expressions are not worth tracking (and would cost)
 class SymExpr:
     """A canonical Laurent polynomial with rational coefficients over integer atoms."""
 
-    __slots__ = ("_hash", "terms")
+    __slots__ = ("_atoms", "_hash", "terms")
 
     def __init__(self, terms: dict[Monomial, Coef]) -> None:
         self.terms: tuple[tuple[Monomial, Coef], ...] = tuple(
             sorted((m, c) for m, c in terms.items() if c != 0)
         )
         self._hash = hash(self.terms)
+        self._atoms: frozenset[int] | None = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SymExpr) and self.terms == other.terms
@@ -45,7 +46,10 @@ class SymExpr:
         return f"SymExpr({render(self, lambda a: f'a{a}')})"
 
     def atoms(self) -> frozenset[int]:
-        return frozenset(a for m, _ in self.terms for a, _ in m)
+        found = self._atoms
+        if found is None:  # asked of the same expression many times (every layout it is in)
+            found = self._atoms = frozenset(a for m, _ in self.terms for a, _ in m)
+        return found
 
 
 Size = Union[int, SymExpr]  # noqa: UP007 - a runtime alias
@@ -97,6 +101,10 @@ def sub(a: Size, b: Size) -> Size | None:
 
 
 def _mul_monomials(m1: Monomial, m2: Monomial) -> Monomial:
+    if not m1:
+        return m2
+    if not m2:
+        return m1
     powers = dict(m1)
     for a, e in m2:
         powers[a] = powers.get(a, 0) + e
@@ -104,8 +112,16 @@ def _mul_monomials(m1: Monomial, m2: Monomial) -> Monomial:
 
 
 def mul(a: Size, b: Size) -> Size | None:
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
+    if isinstance(a, int):
+        if isinstance(b, int):
+            return a * b
+        a, b = b, a
+    if isinstance(b, int):  # a scaled expression (strides, `3 * C`): no monomials to multiply
+        if b == 0:
+            return 0
+        if b == 1:
+            return a
+        return _norm({m: c * b for m, c in a.terms})
     out: dict[Monomial, Coef] = {}
     ta, tb = _terms(a), _terms(b)
     if len(ta) * len(tb) > MAX_TERMS:
@@ -313,4 +329,5 @@ def rename(x: Size, mapping: dict[int, int]) -> Size:
     out = SymExpr.__new__(SymExpr)
     out.terms = tuple((tuple((mapping[a], e) for a, e in m), c) for m, c in x.terms)
     out._hash = hash(out.terms)
+    out._atoms = None
     return out

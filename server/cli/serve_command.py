@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from stridelens.i18n import tr
+from stridelens.server.analysis import collector
 
 
 class AddressError(ValueError):
@@ -83,9 +84,11 @@ def run(args: argparse.Namespace) -> int:
         except AddressError as err:
             print(tr("stridelens serve: {error}").format(error=err), file=sys.stderr)
             return 2
-        from stridelens.server.lsp.server import serve_tcp
+        with collector.paused():  # the server's imports leave no garbage to look for
+            from stridelens.server.lsp.server import serve_tcp
 
         return serve_tcp(host, port, args.log_file)
-    from stridelens.server.lsp.server import serve_stdio
+    with collector.paused():
+        from stridelens.server.lsp.server import serve_stdio
 
     return serve_stdio(args.log_file)

@@ -364,7 +364,8 @@ def is_inplace_method(name: str) -> bool:
     return name.endswith("_") and not name.endswith("__") and name not in NOT_DATA_WRITES
 
 
-_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+# In source order: a `try`'s handlers come before its `else` and `finally`.
+_BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
 
 
 def walk_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:

@@ -25,7 +25,7 @@ from stridelens.server.rules._helpers import (
     short,
     stores_name,
     walk,
-    walk_body,
+    walk_statements,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
 
@@ -295,7 +295,7 @@ def check_write_through_view(analysis: Analysis) -> list[Finding]:
     if None in scopes:
         bodies.append(analysis.tree.body)
     for body in bodies:
-        statements = [s for s in walk_body(body) if isinstance(s, ast.stmt)]
+        statements = list(walk_statements(body))
         last_fact: dict[str, TensorFact] = {}
         aliases: set[str] = set()  # names last bound by `a = b`: not a view, the tensor itself
         for i, stmt in enumerate(statements):
