@@ -140,6 +140,8 @@ export class MemoryPanel {
         if (!frame) throw new NotStopped();
         const t0 = Date.now();
         const r = await this.deps.report(frame, kind);
+        // why there are no CUDA numbers: the probe's words (English), as `inspect` shows them
+        if (kind === "cuda-summary" && (r as CudaReport).cuda_message) (r as CudaReport).cuda_message = (await this.deps.fromTarget([(r as CudaReport).cuda_message!]))[0];
         this.log(`${kind} report (${Date.now() - t0} ms)`);
         const view = kind === "grads" ? gradsView(r as GradReport) : cudaView(r as CudaReport);
         void this.panel.webview.postMessage({ type: "report", kind, view });
