@@ -38,7 +38,7 @@ def N_(message: str) -> str:
     return message
 
 
-# A template filled by an f-string where it is used (_saved_tensors), listed here for the catalogue.
+# A template filled by an f-string where it is used (_note_inplace), listed here for the catalogue.
 FILLED_ELSEWHERE = (
     N_("{saved} was modified in place after being saved: backward through this graph will fail"),
 )
@@ -64,9 +64,42 @@ _DEVICE_NAMES: dict[Any, str] = {}
 # Node types without a `saved_tensors` attribute (every C++ node): no hasattr, which raises and
 # catches an AttributeError inside torch, for each of their nodes.
 _NO_SAVED_TENSORS: set[type] = set()
-# One encoder for every result, not one per json.dumps call. No circular check: results are
-# fresh trees of dicts and lists (saves ~15% of the dump).
-_ENCODE = json.JSONEncoder(check_circular=False).encode
+# Autograd node type -> its name (a describe walk compares each node's against AccumulateGrad).
+_NODE_NAMES: dict[type, str] = {}
+# Node type -> how a graph card reads its saved tensors (see `_reader`).
+_READERS: dict[type, Any] = {}
+_NOTHING = object()
+_SLOW = object()
+
+
+def _encoder() -> Any:
+    """One encoder for every result, not one per json.dumps call. No circular check: results
+    are fresh trees of dicts and lists (saves ~15% of the dump). Where the standard library has
+    its C encoder, the encoder object is made once here, not in each `JSONEncoder.encode` call
+    (a microsecond of each describe), if it writes what `encode` writes."""
+    plain = json.JSONEncoder(check_circular=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain.encode
+    try:
+        c_encode = make(None, plain.default, json.encoder.encode_basestring_ascii, None,
+                        plain.key_separator, plain.item_separator, False, False, True)
+    except (TypeError, ValueError):  # another signature
+        return plain.encode
+    join = "".join
+
+    def encode(o: Any) -> str:
+        return join(c_encode(o, 0))
+
+    sample = {"a": [1, -2.5, None, True, "\u00e9\n\"", float("nan"), float("inf")], "b": {"c": {}, "d": []}}
+    try:
+        same = encode(sample) == plain.encode(sample) and encode("x") == plain.encode("x")
+    except (TypeError, ValueError):
+        same = False
+    return encode if same else plain.encode
+
+
+_ENCODE = _encoder()
 
 
 class ProbeError(Exception):
@@ -162,21 +195,36 @@ def _saved_attrs(node: Any) -> tuple[str, ...]:
 
 
 def _saved_tensors(node: Any, tensor_type: type, problems: list[str] | None = None) -> list[Any]:
-    out: list[Any] = []
     tp = type(node)
     attrs = _TENSOR_ATTRS.get(tp)
-    first = attrs is None
     if attrs is None:
-        attrs = _saved_attrs(node)
-    keep: list[str] = []
+        return _first_saved_tensors(node, tp, tensor_type, problems)
+    out: list[Any] = []
     for attr in attrs:
         try:
             v = getattr(node, attr)
         except _TORCH_ERRORS as e:  # freed by backward, or changed in place since saved
+            _note_inplace(problems, e, tp, attr)
+            continue
+        if issubclass(type(v), tensor_type):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend([x for x in v if issubclass(type(x), tensor_type)])
+    if not out and tp not in _NO_SAVED_TENSORS:
+        return _custom_saved_tensors(node, tp, tensor_type, out)
+    return out
+
+
+def _first_saved_tensors(node: Any, tp: type, tensor_type: type, problems: list[str] | None) -> list[Any]:
+    """`_saved_tensors` for the first node of its type: learns which attributes can hold a tensor."""
+    out: list[Any] = []
+    keep: list[str] = []
+    for attr in _saved_attrs(node):
+        try:
+            v = getattr(node, attr)
+        except _TORCH_ERRORS as e:  # freed by backward, or changed in place since saved
             keep.append(attr)
-            if problems is not None and "inplace operation" in str(e):
-                problems.append(f"{type(node).__name__}.{attr[7:]} was modified in place after "
-                                "being saved: backward through this graph will fail")
+            _note_inplace(problems, e, tp, attr)
             continue
         if issubclass(type(v), tensor_type):
             out.append(v)
@@ -189,19 +237,29 @@ def _saved_tensors(node: Any, tensor_type: type, problems: list[str] | None = No
         elif v is None:
             keep.append(attr)  # an optional tensor, absent in this node only
         # else sizes, strides, scalars, dtypes: never a tensor for this node type
-    if first:
-        _TENSOR_ATTRS[tp] = tuple(keep)
+    _TENSOR_ATTRS[tp] = tuple(keep)
     if not out and tp not in _NO_SAVED_TENSORS:
-        if not hasattr(tp, "saved_tensors"):
-            _NO_SAVED_TENSORS.add(tp)
-            return out
-        if not hasattr(node, "saved_tensors"):
-            return out
-        # a custom autograd.Function
-        try:
-            out.extend(x for x in node.saved_tensors if issubclass(type(x), tensor_type))
-        except _TORCH_ERRORS:  # already freed by backward
-            return out
+        return _custom_saved_tensors(node, tp, tensor_type, out)
+    return out
+
+
+def _note_inplace(problems: list[str] | None, e: Exception, tp: type, attr: str) -> None:
+    if problems is not None and "inplace operation" in str(e):
+        problems.append(f"{tp.__name__}.{attr[7:]} was modified in place after "
+                        "being saved: backward through this graph will fail")
+
+
+def _custom_saved_tensors(node: Any, tp: type, tensor_type: type, out: list[Any]) -> list[Any]:
+    """A custom autograd.Function's `saved_tensors` (C++ nodes have none: remembered per type)."""
+    if not hasattr(tp, "saved_tensors"):
+        _NO_SAVED_TENSORS.add(tp)
+        return out
+    if not hasattr(node, "saved_tensors"):
+        return out
+    try:
+        out.extend(x for x in node.saved_tensors if issubclass(type(x), tensor_type))
+    except _TORCH_ERRORS:  # already freed by backward
+        return out
     return out
 
 
@@ -242,31 +300,8 @@ def _walk_graph(root: Any, seen: dict[int, Any], tensor_type: type, on_saved: An
     return new
 
 
-def _chain(grad_fn: Any) -> list[dict[str, Any]]:
-    """Breadth-first, depth- and size-limited view of the graph behind a tensor."""
-    out: list[dict[str, Any]] = []
-    # A FIFO read by index (no pop(0) shifts); it also holds the wrappers, so ids are not reused.
-    queue = [grad_fn]
-    depths = [0]
-    seen: set[int] = set()
-    i = 0
-    while i < len(queue) and len(out) < CHAIN_NODES:
-        node = queue[i]
-        depth = depths[i]
-        i += 1
-        nid = id(node)
-        if nid in seen:
-            continue
-        seen.add(nid)
-        nxt = [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
-        out.append({"name": type(node).__name__, "depth": depth, "next": [type(n).__name__ for n in nxt]})
-        if nxt and depth + 1 < CHAIN_DEPTH:
-            queue += nxt
-            depths += [depth + 1] * len(nxt)
-    return out
-
-
 def _graph_saved_bytes(grad_fn: Any, tensor_type: type) -> dict[str, Any]:
+    """What the graph behind `grad_fn` saves, by `_walk_graph`'s depth-first walk."""
     storages: dict[int, int] = {}
     count = [0]
 
@@ -284,6 +319,117 @@ def _graph_saved_bytes(grad_fn: Any, tensor_type: type) -> dict[str, Any]:
     nodes = _walk_graph(grad_fn, {}, tensor_type, on_saved, problems=problems)
     return {"nodes": nodes, "saved_tensors": count[0], "saved_storages": len(storages),
             "saved_bytes": sum(storages.values()), "problems": problems}
+
+
+def _reader(tp: type) -> Any:
+    """How a graph card reads a node type's saved tensors once `_saved_tensors` has met one:
+    (one C call returning the attributes that can hold a tensor, whether it returns just one),
+    _NOTHING for a type that saves none, _SLOW for a custom Function (its `saved_tensors`)."""
+    attrs = _TENSOR_ATTRS.get(tp, ())
+    if not attrs:
+        return _NOTHING if tp in _NO_SAVED_TENSORS else _SLOW
+    return attrgetter(*attrs), len(attrs) == 1
+
+
+def _graph_card(grad_fn: Any, tensor_type: type) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The graph behind a tensor, for `describe`, in one breadth-first walk: the chain shown
+    (depth- and size-limited) and what the whole graph saves.
+
+    The nodes, saved tensors and bytes are those of `_walk_graph` (the same nodes, met in
+    another order). Where its depth-first order shows (the in-place problems, listed in the order
+    met) or its node bound is reached, `_graph_saved_bytes` gives the graph's part instead.
+    """
+    seen: set[int] = set()
+    levels = []  # every level's (node, input index) pairs: holds the wrappers, so ids stay unique
+    chain: list[dict[str, Any]] = []
+    saved: list[Any] = []
+    problems: list[str] = []
+    names = _NODE_NAMES
+    readers = _READERS
+    limit = GRAPH_NODE_LIMIT
+    level: list[Any] = [(grad_fn, 0)]
+    depth = nodes = 0
+    listing = True  # the chain is still being listed: depth below CHAIN_DEPTH, under CHAIN_NODES
+    while level:
+        levels.append(level)
+        below: list[Any] = []
+        for node, _ in level:
+            if node is None:
+                continue
+            nid = id(node)
+            if nid in seen:
+                continue
+            if len(seen) >= limit:
+                levels.clear()
+                return chain, _graph_saved_bytes(grad_fn, tensor_type)
+            seen.add(nid)
+            tp = type(node)
+            name = names.get(tp)
+            if name is None:
+                name = names[tp] = tp.__name__
+            if name == "AccumulateGrad":  # neither counted nor walked further, as in `_walk_graph`
+                if listing:
+                    chain.append({"name": name, "depth": depth, "next": [
+                        type(n).__name__ for n, _ in getattr(node, "next_functions", ()) if n is not None]})
+                    listing = len(chain) < CHAIN_NODES
+                continue
+            nodes += 1
+            read = readers.get(tp)
+            if read is _NOTHING:  # a C++ node type that saves no tensor
+                pass
+            elif read is None or read is _SLOW:
+                saved += _saved_tensors(node, tensor_type, problems)
+                if read is None:
+                    readers[tp] = _reader(tp)
+            else:
+                try:
+                    vals = read[0](node)
+                except _TORCH_ERRORS:  # freed by backward or modified in place: the slow path says which
+                    saved += _saved_tensors(node, tensor_type, problems)
+                else:
+                    found = False
+                    for v in ((vals,) if read[1] else vals):
+                        tv = type(v)  # issubclass() on torch's tensor metaclass is the slow path
+                        if tv is tensor_type or issubclass(tv, tensor_type):
+                            saved.append(v)
+                            found = True
+                        elif isinstance(v, (list, tuple)) and v:
+                            more = [x for x in v if issubclass(type(x), tensor_type)]
+                            saved += more
+                            found = found or bool(more)
+                    if not found and tp not in _NO_SAVED_TENSORS:
+                        saved += _custom_saved_tensors(node, tp, tensor_type, [])
+            try:
+                nxt = node.next_functions
+            except AttributeError:
+                nxt = ()
+            if listing:
+                chain.append({"name": name, "depth": depth,
+                              "next": [type(n).__name__ for n, _ in nxt if n is not None]})
+                listing = len(chain) < CHAIN_NODES
+            below += nxt
+        level = below
+        depth += 1
+        listing = listing and depth < CHAIN_DEPTH
+    del node, level, below
+    levels.clear()
+    if problems:  # listed in the order of the depth-first walk
+        saved.clear()
+        return chain, _graph_saved_bytes(grad_fn, tensor_type)
+    sizes: dict[int, int] = {}
+    t = s = None
+    for t in saved:
+        try:
+            s = t.untyped_storage()
+        except _TORCH_ERRORS:
+            continue
+        key = s.data_ptr() or -s._cdata  # `_fast_key`
+        if key not in sizes:
+            sizes[key] = s.nbytes()
+    count = len(saved)
+    del saved, t, s
+    return chain, {"nodes": nodes, "saved_tensors": count, "saved_storages": len(sizes),
+                   "saved_bytes": sum(sizes.values()), "problems": problems}
 
 
 # ---------------------------------------------------------------- describe
@@ -414,8 +560,7 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
         graph = None
     else:
         grad_fn = type(fn).__name__
-        chain = _chain(fn)
-        graph = _graph_saved_bytes(fn, torch.Tensor)
+        chain, graph = _graph_card(fn, torch.Tensor)
         del fn
         notes.extend(graph["problems"])
     if contiguous is False and strided:
