@@ -82,10 +82,25 @@ def _command_name(argv: Sequence[str]) -> str | None:
     return None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse ends each section heading with an ASCII colon of its own (`options:`); here it is
+    the language's colon (`选项：`). The sub-commands' parsers are of this class too."""
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        colon = tr(": ").rstrip()
+        if colon == ":":
+            return text
+        for group in self._action_groups:
+            if group.title:
+                text = text.replace(f"\n{group.title}:\n", f"\n{group.title}{colon}\n")
+        return text
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with `argv` naming a command, only that command's module is imported
     (`stridelens check` in CI should not pay for the inspector's imports)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="stridelens",
         description=tr("See PyTorch's memory model: strides, views, storages, autograd graphs."),
     )

@@ -96,14 +96,14 @@ def test_help_and_usage_errors_in_chinese(tree: Path) -> None:
     zh = run("--lang", "zh-CN", "check", "--help", cwd=tree)
     assert zh.returncode == 0
     assert zh.stdout.startswith("用法：stridelens check [-h] [--format {text,json,sarif}]")
-    assert "\n选项:\n  -h, --help            显示本帮助信息并退出\n" in zh.stdout
+    assert "\n选项：\n  -h, --help            显示本帮助信息并退出\n" in zh.stdout
     assert "  --fix                 就地应用安全修复\n" in zh.stdout  # option names stay as they are
-    assert "位置参数:\n  PATH                  文件或目录（递归遍历）" in zh.stdout
+    assert "位置参数：\n  PATH                  文件或目录（递归遍历）" in zh.stdout
     assert run("check", "--help", cwd=tree, lang="zh_CN.UTF-8").stdout == zh.stdout
     assert run("check", "--help", "--lang", "zh-CN", cwd=tree).stdout == zh.stdout  # after the command too
     english = run("check", "--help", cwd=tree)
     assert english.stdout.startswith("usage: stridelens check [-h]")
-    assert "  -h, --help            show this help message and exit\n" in english.stdout
+    assert "\noptions:\n  -h, --help            show this help message and exit\n" in english.stdout
     assert "  --fix                 apply safe fixes in place\n" in english.stdout
     top = run("--help", cwd=tree, lang="zh_CN.UTF-8").stdout
     assert "--version   显示程序版本号并退出" in top and "inspect   检查运行中进程里的张量（通过 debugpy）" in top
