@@ -28,21 +28,23 @@ from __future__ import annotations
 import gc
 import json
 import sys
-from itertools import compress, groupby
-from operator import attrgetter
+from functools import partial
+from itertools import compress, groupby, repeat
+from operator import attrgetter, is_, not_
 from types import FrameType
 from typing import Any
 
 PRIVATE_NAME = "_stridelens_diff"
 FILENAME = "<stridelens-diff-probe>"
 PROBE_NAME = "_stridelens_probe"  # stridelens.inspector.probe.PRIVATE_NAME (no stridelens import here)
-NAMED_CONTAINERS = 64  # containers named through gc referrers (each name costs a heap pass)
 
 # Keeper kinds, in the order a storage is claimed when several things hold it.
 VARIABLE, MODULE, GRADIENT, OPTIMIZER, CONTAINER, GRAPH, OTHER = (
     "variable", "module", "gradient", "optimizer_state", "container", "graph", "unnamed")
 
 _state: dict[str, Any] = {}  # between begin and end; see the module docstring
+# Py_TPFLAGS_MANAGED_DICT: the type's instances can keep attribute values inline (Python >= 3.11)
+_MANAGED_DICT = 1 << 4 if sys.version_info >= (3, 11) else 0
 
 
 def N_(message: str) -> str:
@@ -247,45 +249,67 @@ def _param_names(torch: Any, probe: Any, ns: dict[str, Any] | None) -> dict[int,
     return names
 
 
-def _container_names(containers: list[Any], ns_dicts: set[int]) -> dict[int, str]:
+def _container_names(containers: list[Any], ns_dicts: set[int], objs: list[Any],
+                     skip: set[type]) -> dict[int, str]:
     """Names of containers no namespace reaches: `Trainer.history` for an attribute, `module
-    m.cache` for a module global, `[key]` inside an unnamed dict. Two gc passes in all. An
-    attribute is named after its owner's type whether the instance dict exists or not (Python
-    creates it lazily; a name must not change between two stops for that)."""
+    m.cache` for a module global, `[key]` inside an unnamed dict.
+
+    Every container gets its name from what holds it, whatever else lives in the process: the
+    holders are found top-down, in one pass over the heap's objects (`objs`, the walk's
+    gc.get_objects(); `skip`: the tensor types, which hold no attributes worth a name) in C
+    calls, not by gc.get_referrers, whose cost grows with the number of containers asked about
+    (a cap on that number, given to the longest containers, named a list that had just started
+    growing only once it outgrew 64 others: its bytes at the first stop went to "an unnamed
+    list"). A module global's name comes first, then an attribute, then a plain dict's key.
+    An attribute is named after its owner's type whether the instance dict exists or not
+    (Python creates it lazily; a name must not change between two stops for that)."""
     want = {id(c) for c in containers}
     out: dict[int, str] = {}
-    owners_of: dict[int, list[tuple[int, Any]]] = {}  # id(instance dict) -> (id(container), key)
-    dicts: list[Any] = []
-    refs = gc.get_referrers(*containers)
-    for r in refs:
-        if type(r) is dict:
-            for k, v in list(r.items()):
-                if id(v) not in want or id(v) in out:
-                    continue
-                if id(r) in ns_dicts and "__name__" not in r:
-                    break  # our own bookkeeping, or a namespace dict without a module name
-                if id(r) in ns_dicts:
-                    out[id(v)] = f"module {r['__name__']}.{k}"
-                elif isinstance(k, str):
-                    owners_of.setdefault(id(r), []).append((id(v), k))
-                    dicts.append(r)
-                else:
-                    out[id(v)] = f"[{k!r}]"
-        elif not isinstance(r, (type, FrameType)) and isinstance(getattr(r, "__dict__", None), dict):
-            # an instance whose attributes live inline (Python makes the dict lazily; reading
-            # it makes it, as the probe's own naming does)
-            for k, v in list(vars(r).items()):
+    types = list(map(type, objs))
+    # Dicts holding a container: module globals, instance dicts, plain dicts.
+    dicts = list(compress(objs, map(is_, types, repeat(dict))))
+    holders = list(compress(dicts, map(not_, map(want.isdisjoint, map(partial(map, id), map(dict.values, dicts))))))
+    del dicts
+    owners_of: dict[int, list[tuple[int, Any]]] = {}  # id(dict) -> (id(container), key)
+    for r in holders:
+        if id(r) in ns_dicts and "__name__" not in r:
+            continue  # our own bookkeeping, or a namespace dict without a module name
+        for k, v in list(r.items()):
+            if id(v) not in want or id(v) in out:
+                continue
+            if id(r) in ns_dicts:
+                out[id(v)] = f"module {r['__name__']}.{k}"
+            elif isinstance(k, str):
+                owners_of.setdefault(id(r), []).append((id(v), k))
+            else:
+                out[id(v)] = f"[{k!r}]"
+    del holders
+    # Objects holding a container as an attribute: inline (Python >= 3.11 keeps attribute values
+    # in the object until its dict is asked for), or through an instance dict found above.
+    kinds = {tp for tp in set(types) if getattr(tp, "__dictoffset__", 0) and not issubclass(tp, (type, FrameType))}
+    kinds -= skip
+    if not owners_of:  # only objects that can keep attributes inline can hold one then
+        kinds = {tp for tp in kinds if tp.__flags__ & _MANAGED_DICT}
+    if kinds:
+        targets = want | owners_of.keys()
+        objects = list(compress(objs, map(kinds.__contains__, types)))
+        hits = list(compress(objects, map(not_, map(targets.isdisjoint,
+                                                     map(partial(map, id), map(gc.get_referents, objects))))))
+        del objects
+        for o in hits:
+            d = getattr(o, "__dict__", None)  # reading it makes it, as the probe's own naming does
+            if type(d) is not dict:
+                continue
+            name = type(o).__name__
+            for cid, k in owners_of.get(id(d), ()):
+                out.setdefault(cid, f"{name}.{k}")
+            for k, v in list(d.items()):
                 if id(v) in want and id(v) not in out:
-                    out[id(v)] = f"{type(r).__name__}.{k}"
-    del refs
-    if dicts:
-        for o in gc.get_referrers(*dicts):
-            d = getattr(o, "__dict__", None) if not isinstance(o, (dict, type, FrameType)) else None
-            for cid, k in owners_of.get(id(d), []) if d is not None else []:
-                out.setdefault(cid, f"{type(o).__name__}.{k}")
-        for entries in owners_of.values():
-            for cid, k in entries:
-                out.setdefault(cid, f"[{k!r}]")  # a plain dict's value
+                    out[id(v)] = f"{name}.{k}"
+        del hits
+    for entries in owners_of.values():
+        for cid, k in entries:
+            out.setdefault(cid, f"[{k!r}]")  # a plain dict's value
     return out
 
 
@@ -317,12 +341,12 @@ def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> 
                 if k not in holds:
                     holds[k] = id(o)
                     found.setdefault(id(o), o)
-        biggest = sorted(found.values(), key=len, reverse=True)[:NAMED_CONTAINERS]
-        names = _container_names(biggest, ns_dicts | {id(found), id(holds)}) if biggest else {}
+        names = _container_names(list(found.values()), ns_dicts | {id(found), id(holds)}, live.objs,
+                                 live.tensor_types) if found else {}
         for k, cid in holds.items():
             out[k] = (CONTAINER, names.get(cid) or N_("an unnamed {kind}").format(kind=type(found[cid]).__name__))
         found.clear()
-        del biggest, o
+        del o
     # Graphs last: a root with a name (by kind) claims the saved tensors it shares with others.
     live.walk_graphs(lambda r: _RANK[out[live.key_of[id(r)]][0]] if live.key_of.get(id(r)) in out else len(_RANK))
     for key, root in live.graph_root.items():
