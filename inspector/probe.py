@@ -772,10 +772,14 @@ def _label_objects(torch: Any, ns: dict[str, Any] | None, tensor_types: set[type
                 labels[id(v)] = label
                 values = list(v.values()) if type(v) is dict else v
                 picks = list(map(is_tensor, map(type, values)))
-                ids = list(compress(map(id, values), picks))
+                keys: Any = v.keys() if type(v) is dict else range(len(v))
+                if all(picks):  # only tensors (a list of a million): no compress passes
+                    ids = list(map(id, values))
+                else:
+                    ids = list(compress(map(id, values), picks))
+                    keys = compress(keys, picks)
                 if not ids:
                     continue
-                keys = compress(v.keys() if type(v) is dict else range(len(v)), picks)
                 labels.containers.append((label, dict(zip(ids, keys, strict=True))))
                 if held is not None:
                     held.setdefault(label, []).extend(ids)
@@ -931,15 +935,16 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
     tensor_types = {tp for tp in set(types) if issubclass(tp, T)}
     tensors = list(compress(objs, map(tensor_types.__contains__, types)))
     del types
-    storages = _storages_of(tensors)
-    # `is` tests only: an empty storage is falsy, and == on a tensor is an elementwise op.
-    has_storage = list(map(is_not, storages, repeat(None)))
-    no_storage = len(storages) - sum(has_storage)
-    if no_storage:  # sparse & co: no single storage
+    ts = tensors
+    try:
+        storages = list(map(T.untyped_storage, tensors))
+    except _TORCH_ERRORS:  # sparse & co: no single storage
+        storages = _storages_of(tensors)
+        # `is` tests only: an empty storage is falsy, and == on a tensor is an elementwise op.
+        has_storage = list(map(is_not, storages, repeat(None)))
         ts = list(compress(tensors, has_storage))
         storages = list(compress(storages, has_storage))
-    else:
-        ts = tensors
+    no_storage = len(tensors) - len(ts)
     base = torch._C.StorageBase
     keys = list(map(base.data_ptr, storages))
     sbytes: dict[int, int] = dict(zip(keys, map(base.nbytes, storages), strict=True))
@@ -972,7 +977,6 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
     if any(map(is_not, plain_grads, repeat(None))):
         grads.extend((t, g) for t, g in zip(plain, plain_grads, strict=True) if g is not None)
     del rg, plain, plain_grads
-    base_ids = set(map(id, filter(partial(is_not, None), map(attrgetter("_base"), ts))))
     # Grads with no Python object before this walk (reading .grad made one): their storages,
     # unless a tensor seen above has the same storage.
     extra: dict[int, list[Any]] = {}
@@ -1092,7 +1096,10 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
 
     # Views pinning a large storage: the tensors with names (or no view's base) use little of it.
     # A base kept alive only by its views' `_base` does not count as a user of the storage.
-    unnamed_bases = {i for i in base_ids if i not in labels}
+    # A view and its base share a storage: the bases that matter are those of the shown groups'
+    # members (`_base` read for those only; the list keeps the bases' wrappers, so ids stay unique).
+    bases = list(filter(partial(is_not, None), map(attrgetter("_base"), [t for g in groups.values() for t in g.members])))
+    unnamed_bases = {i for i in map(id, bases) if i not in labels}
     pins: list[tuple[_Group, int, Any]] = []
     for g in groups.values():
         if g.nbytes < min_pin_bytes or not g.members or g.by_graph:
