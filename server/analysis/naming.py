@@ -187,5 +187,7 @@ def _paren(text: str) -> str:
     return f"({text})" if " " in text else text
 
 
-def _condition_order(cond: Condition) -> tuple[int, str]:
-    return ({"divides": 0, "le": 1, "ge": 1, "ne": 2, "contiguous": 3}.get(cond.kind, 4), repr(cond.a))
+def _condition_order(cond: Condition) -> tuple[int, str, str, str, int]:
+    # Total over what is rendered: with `b` left out, `T % 4 == 0` and `T % 8 == 0` came out
+    # in the set's order, which differs between processes (string hashes are randomized).
+    return ({"divides": 0, "le": 1, "ge": 1, "ne": 2, "contiguous": 3}.get(cond.kind, 4), repr(cond.a), repr(cond.b), cond.tensor_name or "", cond.tensor_key or 0)

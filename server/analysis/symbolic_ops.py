@@ -201,8 +201,11 @@ class SymbolicOps(ModuleOutputs):
         (False), or unknown storage identity (None)."""
         inputs = inputs if inputs is not None else [like]
         contiguous, flips = self.contiguity(layout)
-        all_ints = all(isinstance(s, int) for s in layout.shape)
-        strides_int = layout.strides is not None and all(isinstance(s, int) for s in layout.strides)
+        if layout.atoms():  # some size is symbolic: which ones
+            all_ints = all(isinstance(s, int) for s in layout.shape)
+            strides_int = layout.strides is not None and all(isinstance(s, int) for s in layout.strides)
+        else:
+            all_ints, strides_int = True, layout.strides is not None
         requires = self.grad_of(inputs, scope) if grad == "inherit" else grad
         if view_of_input:
             storage, is_view, view_of = like.storage_key, True, like.view_of

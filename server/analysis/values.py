@@ -148,32 +148,32 @@ def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
     """The fact true on both paths: fields that agree survive, others become unknown."""
     if a is b:
         return a
-
-    def same(x: Any, y: Any) -> Any:
-        return x if x == y else None
-
-    layout_same = (
-        a.shape == b.shape and a.strides == b.strides and a.storage_offset == b.storage_offset
-    )
+    # Field by field, written out: this runs for every node of a body called from two sites.
+    shape_same = a.shape == b.shape
+    strides_same = a.strides == b.strides
+    offset_same = a.storage_offset == b.storage_offset
+    key_same = a.storage_key == b.storage_key
     return new_fact(
-        shape=same(a.shape, b.shape),
-        dtype=same(a.dtype, b.dtype),
-        device=same(a.device, b.device),
-        strides=same(a.strides, b.strides),
-        storage_offset=same(a.storage_offset, b.storage_offset),
-        contiguous=same(a.contiguous, b.contiguous),
-        is_view=same(a.is_view, b.is_view),
-        view_of=same(a.view_of, b.view_of),
-        storage_numel=same(a.storage_numel, b.storage_numel),
-        element_size=same(a.element_size, b.element_size),
-        requires_grad=same(a.requires_grad, b.requires_grad),
-        carries_graph=same(a.carries_graph, b.carries_graph),
-        detached_from=same(a.detached_from, b.detached_from),
-        permuted_by=same(a.permuted_by, b.permuted_by),
-        provenance=tuple(p for p in a.provenance if p in b.provenance),  # true on both paths
-        storage_key=same(a.storage_key, b.storage_key),
-        meta=a.meta if layout_same and a.storage_key == b.storage_key else None,
-        sym=same(a.sym, b.sym),
+        shape=a.shape if shape_same else None,
+        dtype=a.dtype if a.dtype == b.dtype else None,
+        device=a.device if a.device == b.device else None,
+        strides=a.strides if strides_same else None,
+        storage_offset=a.storage_offset if offset_same else None,
+        contiguous=a.contiguous if a.contiguous == b.contiguous else None,
+        is_view=a.is_view if a.is_view == b.is_view else None,
+        view_of=a.view_of if a.view_of == b.view_of else None,
+        storage_numel=a.storage_numel if a.storage_numel == b.storage_numel else None,
+        element_size=a.element_size if a.element_size == b.element_size else None,
+        requires_grad=a.requires_grad if a.requires_grad == b.requires_grad else None,
+        carries_graph=a.carries_graph if a.carries_graph == b.carries_graph else None,
+        detached_from=a.detached_from if a.detached_from == b.detached_from else None,
+        permuted_by=a.permuted_by if a.permuted_by == b.permuted_by else None,
+        provenance=(
+            a.provenance if a.provenance == b.provenance else tuple(p for p in a.provenance if p in b.provenance)
+        ),  # true on both paths
+        storage_key=a.storage_key if key_same else None,
+        meta=a.meta if shape_same and strides_same and offset_same and key_same else None,
+        sym=a.sym if a.sym == b.sym else None,
         assumes=a.assumes | b.assumes,
         rendered=join_rendered(a.rendered, b.rendered),
     )
