@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,28 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], (position, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def test_assumes_come_in_the_same_order_in_every_process(tmp_path: Path) -> None:
+    """Two `H % …` conditions on one tensor: their order once followed the set's iteration,
+    which changes with the per-process string hash seed, so `explain`, `check` and the editor
+    could word the same fact differently."""
+    source = tmp_path / "patches.py"
+    source.write_text(
+        "def patches(images, patch, merge):\n"
+        "    B, C, H, W = images.shape\n"
+        "    gh, gw = H // patch, W // patch\n"
+        "    p = images.reshape(B, C, gh // merge, merge, patch, gw // merge, merge, patch)\n"
+        "    return p\n"
+    )
+    seen = set()
+    for seed in ("1", "2", "3", "4", "5", "6"):
+        result = subprocess.run(
+            [sys.executable, "-m", "stridelens", "explain", f"{source}:4:5", "--format", "json"],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert result.returncode == 0, result.stderr
+        assumes = json.loads(result.stdout)["assumes"]
+        assert {"H % patch == 0", "H % (patch * merge) == 0"} <= set(assumes)
+        seen.add(tuple(assumes))
+    assert len(seen) == 1, seen
