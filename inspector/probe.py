@@ -972,11 +972,13 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
                 grads.append((t, t.grad))
         elif t.grad is not None:
             grads.append((t, t.grad))
-    plain = list(compress(ts, map(not_, rg)))  # never require grad: leaves, .grad reads no warning
-    plain_grads = list(map(attrgetter("grad"), plain))
-    if any(map(is_not, plain_grads, repeat(None))):
-        grads.extend((t, g) for t, g in zip(plain, plain_grads, strict=True) if g is not None)
-    del rg, plain, plain_grads
+    # Never require grad: leaves, .grad reads no warning. A grad there is rare: looked for in C
+    # first, listed only when one is there.
+    if any(map(is_not, map(attrgetter("grad"), compress(ts, map(not_, rg))), repeat(None))):
+        plain = list(compress(ts, map(not_, rg)))
+        grads.extend((t, g) for t, g in zip(plain, map(attrgetter("grad"), plain), strict=True) if g is not None)
+        del plain
+    del rg
     # Grads with no Python object before this walk (reading .grad made one): their storages,
     # unless a tensor seen above has the same storage.
     extra: dict[int, list[Any]] = {}
