@@ -931,10 +931,10 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
     # C method (no bytecode per tensor), and per-storage Python work is done only for the
     # storages a report shows (top-N, pin candidates, storages graphs saved).
     objs = gc.get_objects()
-    types = list(map(type, objs))  # type(), never isinstance: a lazy proxy's __class__ can run code
-    tensor_types = {tp for tp in set(types) if issubclass(tp, T)}
-    tensors = list(compress(objs, map(tensor_types.__contains__, types)))
-    del types
+    # type(), never isinstance: a lazy proxy's __class__ can run code. The tensor types are read
+    # from the class tree (a dozen), not from the type of every object on the heap: one pass.
+    tensor_types = _subclasses(T)
+    tensors = list(compress(objs, map(tensor_types.__contains__, map(type, objs))))
     ts = tensors
     try:
         storages = list(map(T.untyped_storage, tensors))
@@ -1226,6 +1226,20 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
     }
     groups.clear()
     return report
+
+
+def _subclasses(cls: type) -> set[type]:
+    """`cls` and every class deriving from it (`type.__subclasses__`: a metaclass cannot hide
+    them), the classes whose instances `issubclass(type(o), cls)` finds."""
+    out = {cls}
+    stack = [cls]
+    while stack:
+        subs: list[type] = type.__subclasses__(stack.pop())
+        for sub in subs:
+            if sub not in out:
+                out.add(sub)
+                stack.append(sub)
+    return out
 
 
 def _named_totals(labels: dict[int, Any], held: dict[str, list[int]], key_of: dict[int, int],
