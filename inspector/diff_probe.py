@@ -93,8 +93,9 @@ class _Live:
         self.grad_owner: dict[int, Any] = {}  # id(grad) -> the leaf it belongs to
         self.graph_root: dict[int, Any] = {}  # storage only a graph saved -> that graph's root tensor
         self.objs: list[Any] = gc.get_objects()
-        self.tensor_types = {tp for tp in set(map(type, self.objs)) if issubclass(tp, T)}
-        tensors = list(compress(self.objs, map(self.tensor_types.__contains__, map(type, self.objs))))
+        self.types: list[type] = list(map(type, self.objs))  # type(), never isinstance (lazy proxies)
+        self.tensor_types = {tp for tp in set(self.types) if issubclass(tp, T)}
+        tensors = list(compress(self.objs, map(self.tensor_types.__contains__, self.types)))
         self.tensor_count = len(tensors)
         self._add(T, tensors)
         wants_grad = list(compress(tensors, map(attrgetter("requires_grad"), tensors)))
@@ -189,6 +190,7 @@ class _Live:
         self.grad_owner.clear()
         self.graph_root.clear()
         self.objs = []
+        self.types = []
 
 
 def _is_optimizer(torch: Any, v: Any) -> bool:
@@ -249,15 +251,16 @@ def _param_names(torch: Any, probe: Any, ns: dict[str, Any] | None) -> dict[int,
     return names
 
 
-def _container_names(containers: list[Any], ns_dicts: set[int], objs: list[Any],
+def _container_names(containers: list[Any], ns_dicts: set[int], objs: list[Any], types: list[type],
                      skip: set[type]) -> dict[int, str]:
     """Names of containers no namespace reaches: `Trainer.history` for an attribute, `module
     m.cache` for a module global, `[key]` inside an unnamed dict.
 
     Every container gets its name from what holds it, whatever else lives in the process: the
     holders are found top-down, in one pass over the heap's objects (`objs`, the walk's
-    gc.get_objects(); `skip`: the tensor types, which hold no attributes worth a name) in C
-    calls, not by gc.get_referrers, whose cost grows with the number of containers asked about
+    gc.get_objects(), and their `types`; `skip`: the tensor types, which hold no attributes worth
+    a name) in C calls, not by gc.get_referrers, whose cost grows with the number of containers
+    asked about
     (a cap on that number, given to the longest containers, named a list that had just started
     growing only once it outgrew 64 others: its bytes at the first stop went to "an unnamed
     list"). A module global's name comes first, then an attribute, then a plain dict's key.
@@ -265,7 +268,6 @@ def _container_names(containers: list[Any], ns_dicts: set[int], objs: list[Any],
     (Python creates it lazily; a name must not change between two stops for that)."""
     want = {id(c) for c in containers}
     out: dict[int, str] = {}
-    types = list(map(type, objs))
     # Dicts holding a container: module globals, instance dicts, plain dicts.
     dicts = list(compress(objs, map(is_, types, repeat(dict))))
     holders = list(compress(dicts, map(not_, map(want.isdisjoint, map(partial(map, id), map(dict.values, dicts))))))
@@ -332,7 +334,7 @@ def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> 
         kinds = {list, deque_t, dict}
         found: dict[int, Any] = {}
         holds: dict[int, int] = {}  # storage key -> id(container)
-        for o in compress(live.objs, map(kinds.__contains__, map(type, live.objs))):
+        for o in compress(live.objs, map(kinds.__contains__, live.types)):
             if type(o) is dict and id(o) in ns_dicts:
                 continue
             hit = unnamed.keys() & set(map(id, o.values() if type(o) is dict else o))
@@ -342,7 +344,7 @@ def _keepers(torch: Any, probe: Any, live: _Live, ns: dict[str, Any] | None) -> 
                     holds[k] = id(o)
                     found.setdefault(id(o), o)
         names = _container_names(list(found.values()), ns_dicts | {id(found), id(holds)}, live.objs,
-                                 live.tensor_types) if found else {}
+                                 live.types, live.tensor_types) if found else {}
         for k, cid in holds.items():
             out[k] = (CONTAINER, names.get(cid) or N_("an unnamed {kind}").format(kind=type(found[cid]).__name__))
         found.clear()
