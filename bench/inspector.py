@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/inspector.py [--quick]
 
-1. `describe` cost per tensor, in-process: p50 / p95, wall and CPU  target p95 <= 50 µs
+1. `describe` cost per tensor, in-process: p50 / p95, wall and CPU, per card kind, with the
+   ratio to a card by hand (7 facts, json.dumps) measured in the same run  target p95 <= 50 µs
 2. one DAP evaluate of `describe` vs of the literal `1`   target: within 2 ms of the floor
 3. `process_report` over 100k / 1M live tensors vs pytorch_memlab.MemReporter on the same
    process (`pip install -e '.[bench]'`; skipped with a note if missing)

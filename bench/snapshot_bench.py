@@ -1,6 +1,6 @@
 """Benchmarks of the process report and of `inspect --pid --snapshot` (run from bench/inspector.py).
 
-- `describe` per tensor, in-process: p50 / p95, wall and CPU             target p95 <= 50 µs
+- `describe` per tensor, in-process: p50 / p95, wall and CPU, vs a card by hand   target p95 <= 50 µs
 - `process_report` over 100k and 1M live tensors vs pytorch_memlab's MemReporter in the same
   process (`pip install -e '.[bench]'`)     target 100k <= 0.35 s and >= 5x MemReporter, 1M < 5 s
 - a training loop's per-step time before, during and after a `--snapshot` of it by PID
