@@ -72,6 +72,7 @@ class StridelensServer(LanguageServer):
         self.exact_ready = False
         self.client_locale: str | None = None  # initialize's `locale`
         self.symbolic_runs = 0  # symbolic passes in flight: torch's import waits for them
+        self._collector_was_on = True  # the collector's state before the symbolic passes held it
         self.started = time.monotonic()
         self._event_loop: asyncio.AbstractEventLoop | None = None
 
@@ -286,6 +287,8 @@ class StridelensServer(LanguageServer):
                 self.publish(state, diagnostics.merge(carried, findings))
                 await asyncio.sleep(QUIET_S)  # the whole-file pass waits for a pause in typing
         if not edited or state.published_version != version:
+            if self.symbolic_runs == 0:
+                self._collector_was_on = collector.hold()  # until the publish below (collector.py)
             self.symbolic_runs += 1
             try:
                 symbolic = await self.worker.run_fast(
@@ -294,7 +297,9 @@ class StridelensServer(LanguageServer):
             finally:
                 self.symbolic_runs -= 1
                 if self.symbolic_runs == 0:  # runs after this step's publish below
-                    asyncio.get_running_loop().call_soon(self.start_torch)
+                    loop = asyncio.get_running_loop()
+                    loop.call_soon(collector.release, self._collector_was_on)
+                    loop.call_soon(self.start_torch)
             if state.text != text:
                 return
             state.symbolic = symbolic
