@@ -221,10 +221,10 @@ def build_server() -> StridelensServer:
 def _ready_server(log_file: str | None) -> StridelensServer:
     """The server, with logging, memory tracing and the collector set up for a long run."""
     lifecycle.configure_logging(log_file)
+    collector.collect_less_often()  # before the converter's ~560 type resolutions, too
     server = build_server()
     generated_code_cache.save()  # lsprotocol's classes are defined: keep their compiled code
     memtrace.start(server)
-    collector.collect_less_often()
     collector.freeze_imported()
     return server
 
