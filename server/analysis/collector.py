@@ -42,18 +42,6 @@ def freeze_imported() -> None:
     gc.freeze()
 
 
-@contextlib.contextmanager
-def paused() -> Iterator[None]:
-    """No collection inside (for start-up imports); the collector's previous state after."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def hold() -> bool:
     """Stop collections until `release(...)`; returns whether they were on (pass it back)."""
     was_enabled = gc.isenabled()
@@ -64,3 +52,13 @@ def hold() -> bool:
 def release(was_enabled: bool) -> None:
     if was_enabled:
         gc.enable()
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No collection inside (for start-up imports); the collector's previous state after."""
+    was_enabled = hold()
+    try:
+        yield
+    finally:
+        release(was_enabled)

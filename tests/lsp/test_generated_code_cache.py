@@ -19,10 +19,10 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(180)]
 EXAMPLE = EXAMPLES / "view_vs_reshape.py"
 
 
-async def diagnose_once(cache_dir: str, *, exact: bool = False) -> list[str]:
-    """Start a server with `STRIDELENS_CACHE_DIR=cache_dir`, open the example, and return
-    the codes of its diagnostics once analysed (`exact`: after the replayed pass)."""
-    client, session = await start_session(env={"STRIDELENS_CACHE_DIR": cache_dir})
+async def diagnose_once(cache_dir: str, *, exact: bool = False, env: dict[str, str] | None = None) -> list[str]:
+    """Start a server with `STRIDELENS_CACHE_DIR=cache_dir` (and `env`), open the example, and
+    return the codes of its diagnostics once analysed (`exact`: after the replayed pass)."""
+    client, session = await start_session(env={"STRIDELENS_CACHE_DIR": cache_dir, **(env or {})})
     try:
         uri = EXAMPLE.as_uri()
         session.open(uri, EXAMPLE.read_text(encoding="utf-8"))
@@ -84,16 +84,7 @@ async def test_a_cache_others_can_write_is_not_loaded(tmp_path: Path) -> None:
 async def test_an_empty_cache_dir_setting_turns_it_off(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    client, session = await start_session(
-        env={"STRIDELENS_CACHE_DIR": "", "XDG_CACHE_HOME": str(home), "HOME": str(home)}
-    )
-    try:
-        uri = EXAMPLE.as_uri()
-        session.open(uri, EXAMPLE.read_text(encoding="utf-8"))
-        await session.wait_analyzed(uri)
-        assert session.diagnostics(uri)
-    finally:
-        await stop_session(client)
+    assert await diagnose_once("", env={"XDG_CACHE_HOME": str(home), "HOME": str(home)})
     assert not list(home.rglob("generated-code.*"))
 
 
