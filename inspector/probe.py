@@ -60,16 +60,15 @@ _TORCH_ERRORS = (RuntimeError, NotImplementedError, TypeError, ValueError, Attri
 # dtype -> its name without "torch.", torch.device -> str(device): torch's own value objects,
 # never user data (str() of a device costs as much as four other facts of a tensor).
 _DTYPE_NAMES: dict[Any, str] = {}
-_DEVICE_NAMES: dict[Any, str] = {}
+_DEVICES: dict[Any, tuple[str, str]] = {}  # torch.device -> (str(device), device.type)
 # Node types without a `saved_tensors` attribute (every C++ node): no hasattr, which raises and
 # catches an AttributeError inside torch, for each of their nodes.
 _NO_SAVED_TENSORS: set[type] = set()
-# Autograd node type -> its name (a describe walk compares each node's against AccumulateGrad).
-_NODE_NAMES: dict[type, str] = {}
-# Node type -> how a graph card reads its saved tensors (see `_reader`).
-_READERS: dict[type, Any] = {}
+# Autograd node type -> (its name, how a graph card reads its saved tensors): see `_node_info`.
+_NODE_INFO: dict[type, tuple[str, Any]] = {}
 _NOTHING = object()
 _SLOW = object()
+_ACCUMULATE = object()
 
 
 def _encoder() -> Any:
@@ -321,6 +320,14 @@ def _graph_saved_bytes(grad_fn: Any, tensor_type: type) -> dict[str, Any]:
             "saved_bytes": sum(storages.values()), "problems": problems}
 
 
+def _node_info(tp: type) -> tuple[str, Any]:
+    """A node type's name and how a graph card reads its saved tensors: _ACCUMULATE for
+    AccumulateGrad (neither counted nor walked further, as in `_walk_graph`), None until a node
+    of the type has been read the slow way, then `_reader`'s answer."""
+    name = tp.__name__
+    return name, (_ACCUMULATE if name == "AccumulateGrad" else None)
+
+
 def _reader(tp: type) -> Any:
     """How a graph card reads a node type's saved tensors once `_saved_tensors` has met one:
     (one C call returning the attributes that can hold a tensor, whether it returns just one),
@@ -331,56 +338,54 @@ def _reader(tp: type) -> Any:
     return attrgetter(*attrs), len(attrs) == 1
 
 
-def _graph_card(grad_fn: Any, tensor_type: type) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _graph_card(grad_fn: Any, tensor_type: type) -> tuple[list[tuple[str, int, tuple[str, ...]]], dict[str, Any]]:
     """The graph behind a tensor, for `describe`, in one breadth-first walk: the chain shown
-    (depth- and size-limited) and what the whole graph saves.
+    (depth- and size-limited) as (name, depth, next names) rows, and what the whole graph saves.
 
     The nodes, saved tensors and bytes are those of `_walk_graph` (the same nodes, met in
     another order). Where its depth-first order shows (the in-place problems, listed in the order
     met) or its node bound is reached, `_graph_saved_bytes` gives the graph's part instead.
     """
-    seen: set[int] = set()
-    levels = []  # every level's (node, input index) pairs: holds the wrappers, so ids stay unique
-    chain: list[dict[str, Any]] = []
+    # The set holds the node wrappers themselves (hashed by identity): no id is reused mid-walk.
+    seen: set[Any] = set()
+    rows: list[tuple[str, int, tuple[str, ...]]] = []
     saved: list[Any] = []
     problems: list[str] = []
-    names = _NODE_NAMES
-    readers = _READERS
+    infos = _NODE_INFO
     limit = GRAPH_NODE_LIMIT
-    level: list[Any] = [(grad_fn, 0)]
+    level: Any = ((grad_fn, 0),)
     depth = nodes = 0
     listing = True  # the chain is still being listed: depth below CHAIN_DEPTH, under CHAIN_NODES
     while level:
-        levels.append(level)
         below: list[Any] = []
         for node, _ in level:
-            if node is None:
-                continue
-            nid = id(node)
-            if nid in seen:
+            if node is None or node in seen:
                 continue
             if len(seen) >= limit:
-                levels.clear()
-                return chain, _graph_saved_bytes(grad_fn, tensor_type)
-            seen.add(nid)
+                seen.clear()
+                return rows, _graph_saved_bytes(grad_fn, tensor_type)
+            seen.add(node)
             tp = type(node)
-            name = names.get(tp)
-            if name is None:
-                name = names[tp] = tp.__name__
-            if name == "AccumulateGrad":  # neither counted nor walked further, as in `_walk_graph`
+            info = infos.get(tp)
+            if info is None:
+                info = infos[tp] = _node_info(tp)
+            name, read = info
+            if read is _ACCUMULATE:
                 if listing:
-                    chain.append({"name": name, "depth": depth, "next": [
-                        type(n).__name__ for n, _ in getattr(node, "next_functions", ()) if n is not None]})
-                    listing = len(chain) < CHAIN_NODES
+                    nexts = []
+                    for n, _ in getattr(node, "next_functions", ()):
+                        if n is not None:
+                            nexts.append(type(n).__name__)
+                    rows.append((name, depth, tuple(nexts)))
+                    listing = len(rows) < CHAIN_NODES
                 continue
             nodes += 1
-            read = readers.get(tp)
             if read is _NOTHING:  # a C++ node type that saves no tensor
                 pass
             elif read is None or read is _SLOW:
                 saved += _saved_tensors(node, tensor_type, problems)
                 if read is None:
-                    readers[tp] = _reader(tp)
+                    infos[tp] = (name, _reader(tp))
             else:
                 try:
                     vals = read[0](node)
@@ -402,20 +407,23 @@ def _graph_card(grad_fn: Any, tensor_type: type) -> tuple[list[dict[str, Any]], 
             try:
                 nxt = node.next_functions
             except AttributeError:
-                nxt = ()
+                continue
             if listing:
-                chain.append({"name": name, "depth": depth,
-                              "next": [type(n).__name__ for n, _ in nxt if n is not None]})
-                listing = len(chain) < CHAIN_NODES
+                nexts = []
+                for n, _ in nxt:
+                    if n is not None:
+                        nexts.append(type(n).__name__)
+                rows.append((name, depth, tuple(nexts)))
+                listing = len(rows) < CHAIN_NODES
             below += nxt
         level = below
         depth += 1
         listing = listing and depth < CHAIN_DEPTH
     del node, level, below
-    levels.clear()
+    seen.clear()
     if problems:  # listed in the order of the depth-first walk
         saved.clear()
-        return chain, _graph_saved_bytes(grad_fn, tensor_type)
+        return rows, _graph_saved_bytes(grad_fn, tensor_type)
     sizes: dict[int, int] = {}
     t = s = None
     for t in saved:
@@ -428,8 +436,8 @@ def _graph_card(grad_fn: Any, tensor_type: type) -> tuple[list[dict[str, Any]], 
             sizes[key] = s.nbytes()
     count = len(saved)
     del saved, t, s
-    return chain, {"nodes": nodes, "saved_tensors": count, "saved_storages": len(sizes),
-                   "saved_bytes": sum(sizes.values()), "problems": problems}
+    return rows, {"nodes": nodes, "saved_tensors": count, "saved_storages": len(sizes),
+                  "saved_bytes": sum(sizes.values()), "problems": problems}
 
 
 # ---------------------------------------------------------------- describe
@@ -467,6 +475,18 @@ def _stats(t: Any) -> dict[str, Any]:
 
 
 def describe(t: Any, stats: bool = False) -> dict[str, Any]:
+    """The card of one tensor: layout, storage, version, autograd state and graph (README: inspect)."""
+    d = _card(t, stats)
+    d["grad_fn_chain"] = _chain_dicts(d["grad_fn_chain"])
+    return d
+
+
+def _chain_dicts(rows: list[tuple[str, int, tuple[str, ...]]]) -> list[dict[str, Any]]:
+    return [{"name": name, "depth": depth, "next": list(nexts)} for name, depth, nexts in rows]
+
+
+def _card(t: Any, stats: bool) -> dict[str, Any]:
+    """`describe`'s card with the grad_fn chain as `_graph_card`'s rows."""
     # One pass over the tensor, each fact read once (the device string feeds both "device" and
     # the storage key), inline try blocks instead of closures: the card of a plain tensor is
     # about 30 C calls. The unguarded reads keep their order, so an error names the same fact.
@@ -487,9 +507,10 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
     if dtype_name is None:
         dtype_name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
     dev = t.device
-    device = _DEVICE_NAMES.get(dev)
-    if device is None:
-        device = _DEVICE_NAMES[dev] = str(dev)
+    known = _DEVICES.get(dev)
+    if known is None:
+        known = _DEVICES[dev] = (str(dev), dev.type)
+    device, device_type = known
     nested = bool(t.is_nested)
     quantized = bool(t.is_quantized)
     try:
@@ -527,7 +548,7 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
         storage_key = f"{device}@{ptr:#x}" if ptr else f"{device}#{s._cdata:#x}"
         storage_bytes = int(s.nbytes())
         del s
-    if t.is_meta:
+    if device_type == "meta":
         notes.append(N_("meta tensor: shape and strides only, no data"))
     base = t._base
     base_card = None
@@ -556,7 +577,7 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
     fn = t.grad_fn
     if fn is None:
         grad_fn = None
-        chain: list[dict[str, Any]] = []
+        chain: list[tuple[str, int, tuple[str, ...]]] = []
         graph = None
     else:
         grad_fn = type(fn).__name__
@@ -594,7 +615,7 @@ def describe(t: Any, stats: bool = False) -> dict[str, Any]:
         "grad_fn": grad_fn,
         "grad_fn_chain": chain,
         "graph": graph,
-        "cuda": _cuda_memory(t, storage_bytes) if t.is_cuda else None,
+        "cuda": _cuda_memory(t, storage_bytes) if device_type == "cuda" else None,
         "stats": _stats(t) if stats else None,
     }
 
@@ -1345,17 +1366,132 @@ def _json(fn: Any, *args: Any, **kwargs: Any) -> str:
         return json.dumps({"ok": False, "error": N_("probe failed: {error}").format(error=f"{type(e).__name__}: {e}")})
 
 
+def _json_text(fn: Any, *args: Any) -> str:
+    """`_json` for a result that `fn` writes as JSON text itself."""
+    try:
+        return f'{{"ok": true, "result": {fn(*args)}}}'
+    except ProbeError as e:
+        return json.dumps({"ok": False, "error": str(e)})
+    except Exception as e:  # noqa: BLE001 -- report it; never raise into the user's process
+        return json.dumps({"ok": False, "error": N_("probe failed: {error}").format(error=f"{type(e).__name__}: {e}")})
+
+
+# A card is written by one f-string, keys in `_card`'s order: the generic encoder spends most of a
+# card's microseconds on keys and on the chain's small dicts, `%` formatting half as much again.
+# `_card_text` writes the text `_ENCODE(describe(t))` writes (tests/inspector/test_describe_json.py).
+_LITERALS = {True: "true", False: "false", None: "null"}
+_QUOTE = json.encoder.encode_basestring_ascii  # what _ENCODE writes a str as
+
+
+class _Quoted(dict):  # type: ignore[type-arg]
+    """A str -> its JSON text, for the few names a process's cards repeat (dtypes, devices,
+    layouts, tensor types, memory formats): an item lookup costs less than the encoder call."""
+
+    def __missing__(self, name: str) -> str:
+        text = self[name] = _QUOTE(name)
+        return text
+
+
+_QUOTED = _Quoted()
+CHAIN_TEXTS_KEPT = 256
+_CHAIN_TEXTS: dict[tuple[tuple[str, int, tuple[str, ...]], ...], str] = {}
+
+
+def _chain_text(rows: list[tuple[str, int, tuple[str, ...]]]) -> str:
+    """The chain's JSON, remembered by its rows: a training loop's loss has the same chain at
+    every step. The rows hold node type names only, never a node or a tensor."""
+    key = tuple(rows)
+    text = _CHAIN_TEXTS.get(key)
+    if text is None:
+        q = _QUOTE
+        entries = []
+        for name, depth, nexts in rows:
+            names = ", ".join(map(q, nexts))
+            entries.append(f'{{"name": {q(name)}, "depth": {depth:d}, "next": [{names}]}}')
+        text = "[" + ", ".join(entries) + "]"
+        if len(_CHAIN_TEXTS) >= CHAIN_TEXTS_KEPT:
+            _CHAIN_TEXTS.clear()
+        _CHAIN_TEXTS[key] = text
+    return text
+
+
+def _card_json(t: Any, stats: bool) -> str:
+    return _card_text(_card(t, stats))
+
+
+def _card_text(d: dict[str, Any]) -> str:
+    """`_card`'s card as JSON. A value of a kind the f-string does not write (a symbolic size)
+    goes to the generic encoder, whose error is the one reported."""
+    names = _QUOTED
+    lit = _LITERALS
+    enc = _ENCODE
+    ints = int.__repr__
+    try:
+        shape, strides, fmt, offset = d["shape"], d["strides"], d["memory_format"], d["storage_offset"]
+        key, size, version, fn, graph = d["storage_key"], d["storage_bytes"], d["version"], d["grad_fn"], d["graph"]
+        base, grad, cuda, st, notes = d["base"], d["grad"], d["cuda"], d["stats"], d["notes"]
+        shape_text = "null" if shape is None else "[" + ", ".join(map(ints, shape)) + "]"
+        strides_text = "null" if strides is None else "[" + ", ".join(map(ints, strides)) + "]"
+        notes_text = ", ".join(map(_QUOTE, notes)) if notes else ""
+        return (
+            f'{{"type": {names[d["type"]]}, "shape": {shape_text}, '
+            f'"dtype": {names[d["dtype"]]}, "device": {names[d["device"]]}, "layout": {names[d["layout"]]}, '
+            f'"is_nested": {lit[d["is_nested"]]}, "is_quantized": {lit[d["is_quantized"]]}, '
+            f'"memory_format": {"null" if fmt is None else names[fmt]}, "strides": {strides_text}, '
+            f'"storage_offset": {"null" if offset is None else ints(offset)}, '
+            f'"contiguous": {lit[d["contiguous"]]}, "numel": {ints(d["numel"])}, '
+            f'"element_size": {ints(d["element_size"])}, "nbytes": {ints(d["nbytes"])}, '
+            f'"storage_key": {"null" if key is None else _QUOTE(key)}, '
+            f'"storage_bytes": {"null" if size is None else ints(size)}, '
+            f'"notes": [{notes_text}], "is_view": {lit[d["is_view"]]}, '
+            f'"base": {"null" if base is None else _base_text(base)}, '
+            f'"version": {"null" if version is None else ints(version)}, '
+            f'"requires_grad": {lit[d["requires_grad"]]}, "is_leaf": {lit[d["is_leaf"]]}, '
+            f'"retains_grad": {lit[d["retains_grad"]]}, "grad": {"null" if grad is None else enc(grad)}, '
+            f'"grad_fn": {"null" if fn is None else names[fn]}, "grad_fn_chain": {_chain_text(d["grad_fn_chain"])}, '
+            f'"graph": {"null" if graph is None else _graph_text(graph)}, '
+            f'"cuda": {"null" if cuda is None else enc(cuda)}, "stats": {"null" if st is None else enc(st)}}}'
+        )
+    except (TypeError, ValueError, KeyError):
+        d["grad_fn_chain"] = _chain_dicts(d["grad_fn_chain"])
+        return enc(d)
+
+
+def _base_text(base: dict[str, Any]) -> str:
+    """A view's base: shape and offset, and in `describe_expr` its name in the frame."""
+    offset = base["storage_offset"]
+    text = (f'{{"shape": [{", ".join(map(int.__repr__, base["shape"]))}], '
+            f'"storage_offset": {"null" if offset is None else int.__repr__(offset)}')
+    if "name" not in base:
+        return text + "}"
+    name = base["name"]
+    return f'{text}, "name": {"null" if name is None else _QUOTE(name)}}}'
+
+
+def _graph_text(graph: dict[str, Any]) -> str:
+    ints = int.__repr__
+    return (f'{{"nodes": {ints(graph["nodes"])}, "saved_tensors": {ints(graph["saved_tensors"])}, '
+            f'"saved_storages": {ints(graph["saved_storages"])}, "saved_bytes": {ints(graph["saved_bytes"])}, '
+            f'"problems": [{", ".join(map(_QUOTE, graph["problems"]))}]}}')
+
+
 def setup_json() -> str:
     return _json(setup)
 
 
 def describe_json(t: Any, stats: bool = False) -> str:
-    return _json(describe, t, stats)
+    return _json_text(_card_json, t, stats)
 
 
 def describe_expr(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool = False) -> dict[str, Any]:
     """Evaluate the user's expression here, so a raising one is a message, not a traceback,
     and the tensor never becomes the debugger's evaluate result (pydevd keeps those alive)."""
+    d = _expr_card(expr, globs, locs, stats)
+    d["grad_fn_chain"] = _chain_dicts(d["grad_fn_chain"])
+    return d
+
+
+def _expr_card(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool) -> dict[str, Any]:
     try:
         code = compile(expr, "<stridelens-expr>", "eval")
     except SyntaxError as e:
@@ -1365,7 +1501,7 @@ def describe_expr(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats:
     except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
         raise ProbeError(N_("the expression raised {error}").format(error=f"{type(e).__name__}: {e}")) from None
     try:
-        d = describe(value, stats)
+        d = _card(value, stats)
         if d.get("base") is not None:
             d["base"]["name"] = _base_name(value, {**globs, **locs})
         return d
@@ -1384,7 +1520,11 @@ def _base_name(t: Any, ns: dict[str, Any]) -> str | None:
 
 
 def describe_expr_json(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool = False) -> str:
-    return _json(describe_expr, expr, globs, locs, stats)
+    return _json_text(_expr_card_json, expr, globs, locs, stats)
+
+
+def _expr_card_json(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool) -> str:
+    return _card_text(_expr_card(expr, globs, locs, stats))
 
 
 def frame_report_json(ns: dict[str, Any]) -> str:
