@@ -42,6 +42,17 @@ class Settings:
     locale: str | None = None  # a catalogue ("zh_CN", "en"); None: follow the client
 
 
+# What each setting changes once it changes (`StridelensServer.pull_configuration`): the
+# analysis itself (a new run), the findings chosen from an analysis and their words (the rules
+# again, on the analysis at hand), or neither (inlay hints and the debounce are read when used).
+REANALYSE = ("replay",)
+RECHECK = ("select", "ignore", "severity", "no_grad_functions", "locale")
+
+
+def changed(old: Settings, new: Settings, keys: tuple[str, ...]) -> bool:
+    return any(getattr(old, key) != getattr(new, key) for key in keys)
+
+
 def _codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]

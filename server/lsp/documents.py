@@ -20,6 +20,7 @@ from stridelens.server.analysis.positions import (
     char_to_utf16,
     utf16_to_char,
 )
+from stridelens.server.lsp.configuration import Settings
 from stridelens.server.rules import Finding
 
 
@@ -68,6 +69,7 @@ class Snapshot:
     analysis: Analysis
     findings: list[Finding]
     exact: bool
+    settings: Settings | None = None  # what the findings were chosen with (None: no rules ran)
 
 
 @dataclass

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import Any, BinaryIO
 
 from lsprotocol import types
@@ -26,7 +27,14 @@ from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, analyze_source, collector
 from stridelens.server.lsp import diagnostics, generated_code_cache, notebooks
 from stridelens.server.lsp.code_actions import MAX_FIX_PASSES
-from stridelens.server.lsp.configuration import Settings, merge_settings, project_settings
+from stridelens.server.lsp.configuration import (
+    REANALYSE,
+    RECHECK,
+    Settings,
+    changed,
+    merge_settings,
+    project_settings,
+)
 from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
 from stridelens.server.lsp.partial import PartialText, partial_text
 from stridelens.server.lsp.protocol import StridelensProtocol
@@ -205,12 +213,21 @@ class StridelensServer(LanguageServer):
         raw = result[0] if result else None
         settings, problems = merge_settings(self.base_settings, raw, "workspace configuration")
         self.report(problems)
-        if settings != self.settings:
-            self.settings = settings
-            self.apply_language()
+        if settings == self.settings:
+            return
+        old, self.settings = self.settings, settings
+        self.apply_language()
+        if changed(old, settings, REANALYSE):
             for state in self.docs.values():
                 self.schedule(state, 0.0)
-            self.refresh_inlay_hints()
+        elif changed(old, settings, RECHECK):
+            # The analyses stand: a run in flight chooses its findings with these settings (or
+            # chooses them again, `_checked`); a settled document gets the rules again only.
+            # Cancelling the runs instead redid the first analysis of every open document.
+            for state in self.docs.values():
+                if state.task is None or state.task.done():
+                    state.task = asyncio.ensure_future(self._recheck(state))
+        self.refresh_inlay_hints()
 
     def refresh_inlay_hints(self) -> None:
         if self.supports("workspace.inlay_hint.refresh_support"):
@@ -252,28 +269,61 @@ class StridelensServer(LanguageServer):
         self._event_loop = asyncio.get_running_loop()
         state.task = asyncio.ensure_future(self._run(state, delay))
 
-    def _snapshot(self, text: str, version: int | None, path: str, exact: bool, settings: Settings) -> Snapshot:
-        lines = split_lines(text)
+    def _snapshot(self, text: str, version: int | None, path: str, exact: bool) -> Snapshot:
+        """Analyse `text` and choose its findings with the settings of that moment."""
+        start = time.perf_counter()
         analysis = analyze_document(text, path, exact=exact)
+        log.info("analysed %s (%s, %d chars) in %.3f s", path or "<untitled>", "exact" if exact else "symbolic",
+                 len(text), time.perf_counter() - start)
+        return self._check(Snapshot(version, text, analysis, [], exact))
+
+    def _check(self, snap: Snapshot) -> Snapshot:
+        settings = self.settings
+        if snap.settings is not None:
+            log.info("rules again for the %s analysis of version %s: the settings changed",
+                     "exact" if snap.exact else "symbolic", snap.version)
         try:
-            findings = diagnostics.check(analysis, settings, lines)
+            findings = diagnostics.check(snap.analysis, settings, split_lines(snap.text))
         except Exception as err:
             log.exception("rules failed: %s", err)
             findings = []
-        return Snapshot(version, text, analysis, findings, exact)
+        return replace(snap, findings=findings, settings=settings)
+
+    async def _checked(self, snap: Snapshot) -> Snapshot:
+        """`snap`, its findings chosen again if the settings changed while it ran."""
+        while snap.settings != self.settings:
+            snap = await self.worker.run_fast(lambda s=snap: self._check(s))
+        return snap
+
+    async def _recheck(self, state: DocState) -> None:
+        """New settings for a settled document: the rules again on its analysis, published."""
+        snap = state.exact if state.exact is not None and state.exact.text == state.text else None
+        snap = snap or (state.symbolic if state.symbolic is not None and state.symbolic.text == state.text else None)
+        if snap is None:  # never analysed (or only for a hover): a whole run
+            await self._run(state, 0.0)
+            return
+        snap = await self._checked(snap)
+        if state.text != snap.text:
+            return
+        if snap.exact:
+            state.exact = snap
+        else:
+            state.symbolic = snap
+        self.publish(state, snap.findings)
+        self.announce(state, snap)
 
     async def _run(self, state: DocState, delay: float) -> None:
         if delay > 0:
             await asyncio.sleep(delay)
-        text, version, settings = state.text, state.version, self.settings
+        text, version = state.text, state.version
         previous = state.exact
-        exact_on = self.exact_ready and settings.replay
+        exact_on = self.exact_ready and self.settings.replay
         edited = exact_on and previous is not None and previous.text != text
         if edited and previous is not None:
             old_lines = split_lines(previous.text)
             old_tree = previous.analysis.tree
             fast = await self.worker.run_exact(
-                lambda: self._partial(old_tree, old_lines, state.lines, state.path, settings)
+                lambda: self._partial(old_tree, old_lines, state.lines, state.path)
             )
             if state.text != text:
                 return
@@ -287,19 +337,26 @@ class StridelensServer(LanguageServer):
                 self.publish(state, diagnostics.merge(carried, findings))
                 await asyncio.sleep(QUIET_S)  # the whole-file pass waits for a pause in typing
         if not edited or state.published_version != version:
-            if self.symbolic_runs == 0:
-                self._collector_was_on = collector.hold()  # until the publish below (collector.py)
-            self.symbolic_runs += 1
-            try:
-                symbolic = await self.worker.run_fast(
-                    lambda: self._snapshot(text, version, state.path, False, settings)
-                )
-            finally:
-                self.symbolic_runs -= 1
-                if self.symbolic_runs == 0:  # runs after this step's publish below
-                    loop = asyncio.get_running_loop()
-                    loop.call_soon(collector.release, self._collector_was_on)
-                    loop.call_soon(self.start_torch)
+            # Torch's arrival reschedules every document: one whose text has its symbolic
+            # analysis already goes straight to the exact pass (the symbolic one was ~1 s of a
+            # 3,000-line file's time to its exact diagnostics).
+            symbolic = state.symbolic if state.symbolic is not None and state.symbolic.text == text else None
+            settled = symbolic is not None and state.published_version == version
+            if symbolic is None:
+                if self.symbolic_runs == 0:
+                    self._collector_was_on = collector.hold()  # until the publish below (collector.py)
+                self.symbolic_runs += 1
+                try:
+                    symbolic = await self.worker.run_fast(lambda: self._snapshot(text, version, state.path, False))
+                finally:
+                    self.symbolic_runs -= 1
+                    if self.symbolic_runs == 0:  # runs after this step's publish below
+                        loop = asyncio.get_running_loop()
+                        loop.call_soon(collector.release, self._collector_was_on)
+                        loop.call_soon(self.start_torch)
+            checked = await self._checked(symbolic)
+            settled = settled and checked is symbolic  # nothing new to publish
+            symbolic = checked
             if state.text != text:
                 return
             state.symbolic = symbolic
@@ -310,9 +367,10 @@ class StridelensServer(LanguageServer):
             if previous is not None and previous.text != text:
                 carried = diagnostics.carry_over(previous.findings, split_lines(previous.text), state.lines)
                 self.publish(state, diagnostics.merge(carried, symbolic.findings))
-            elif previous is None:
+            elif previous is None and not settled:
                 self.publish(state, symbolic.findings)
-        exact = await self.worker.run_exact(lambda: self._snapshot(text, version, state.path, True, settings))
+        exact = await self.worker.run_exact(lambda: self._snapshot(text, version, state.path, True))
+        exact = await self._checked(exact)
         if state.text != text:
             return
         first_exact = state.exact is None
@@ -323,12 +381,12 @@ class StridelensServer(LanguageServer):
             self.refresh_inlay_hints()
 
     def _partial(
-        self, old_tree: ast.Module, old_lines: list[str], new_lines: list[str], path: str, settings: Settings
+        self, old_tree: ast.Module, old_lines: list[str], new_lines: list[str], path: str
     ) -> tuple[PartialText, list[Any]] | None:
         part = partial_text(old_tree, old_lines, new_lines)
         if part is None:
             return None
-        snap = self._snapshot(part.source, None, path, True, settings)
+        snap = self._snapshot(part.source, None, path, True)
         return part, [f for f in snap.findings if part.first <= f.line <= part.last]
 
     def publish(self, state: DocState, findings: list[Any]) -> None:
@@ -363,13 +421,12 @@ class StridelensServer(LanguageServer):
         from stridelens.server.rules.fixes import apply_fixes
 
         exact = self.exact_ready and self.settings.replay
-        settings = self.settings
         path = state.path
 
         def work() -> str:
             text = state.text
             for _ in range(MAX_FIX_PASSES):
-                snap = self._snapshot(text, None, path, exact, settings)
+                snap = self._snapshot(text, None, path, exact)
                 result = apply_fixes(text, snap.findings)
                 if not result.applied or result.source == text:
                     break

@@ -144,10 +144,11 @@ async def start_session(
     patch: Callable[[LanguageClient], None] | None = None,
     caps: types.ClientCapabilities | None = None,
     locale: str | None = None,
+    server_args: list[str] | None = None,
 ) -> tuple[LanguageClient, Session]:
     server_env = dict(os.environ)
     server_env.update(env or {})
-    config = ClientServerConfig(server_command=SERVER, server_env=server_env)
+    config = ClientServerConfig(server_command=SERVER + (server_args or []), server_env=server_env)
     client = await config.start()
     session = Session(client)
     @client.feature(ANALYZED)

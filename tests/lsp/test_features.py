@@ -111,6 +111,78 @@ async def test_configuration_change_turns_a_rule_off() -> None:
         await stop_session(client)
 
 
+def analyses_logged(log: Path, name: str) -> list[str]:
+    """The kinds of the analyses the server's log says it ran of the file `name`, in order."""
+    kinds = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        if " analysed " in line and name in line:
+            kinds.append(line.split("(", 1)[1].split(",", 1)[0])
+    return kinds
+
+
+async def test_settings_that_arrive_during_the_first_analysis_do_not_redo_it(tmp_path: Path) -> None:
+    """VS Code answers workspace/configuration with the user's settings after it has opened the
+    files. The analyses in flight stand; the findings are chosen with the settings answered."""
+    path = tmp_path / "view_vs_reshape.py"
+    path.write_text(VIEW, encoding="utf-8")
+    log = tmp_path / "server.log"
+    opened = asyncio.Event()
+    published: list[set[str]] = []
+
+    def patch(client) -> None:
+        for method in (types.WORKSPACE_CONFIGURATION, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS):
+            client.protocol.fm.features.pop(method, None)  # pytest-lsp's own answers, replaced
+
+        @client.feature(types.WORKSPACE_CONFIGURATION)
+        async def configuration(params: types.ConfigurationParams) -> list[object]:
+            await opened.wait()
+            await asyncio.sleep(0.3)  # the symbolic pass of the file is running by now
+            return [{"ignore": ["SL101"], "inlayHints": "strides", "locale": "en"} for _ in params.items]
+
+        @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def diagnostics(params: types.PublishDiagnosticsParams) -> None:
+            client.diagnostics[params.uri] = params.diagnostics
+            published.append({str(d.code) for d in params.diagnostics})
+
+    client, lsp = await start_session(root=tmp_path, patch=patch, server_args=["--log-file", str(log)])
+    try:
+        uri = path.as_uri()
+        lsp.open(uri, VIEW)
+        opened.set()
+        await lsp.wait_analyzed(uri, exact=True)
+        codes = {str(d.code) for d in lsp.diagnostics(uri)}
+        assert "SL101" not in codes and "SL103" in codes
+        assert published and all("SL101" not in p for p in published[1:])  # at most the first before the answer
+        x = torch.randn(2, 3, 4).transpose(0, 1)
+        assert any(f"strides {x.stride()}" in label(h) for h in await lsp.inlay_hints(uri))
+        # One analysis of each kind: neither the settings nor torch's arrival redid the symbolic one.
+        assert analyses_logged(log, path.name) == ["symbolic", "exact"]
+    finally:
+        await stop_session(client)
+
+
+async def test_a_rule_turned_off_later_reuses_the_analysis(tmp_path: Path) -> None:
+    path = tmp_path / "view_vs_reshape.py"
+    path.write_text(VIEW, encoding="utf-8")
+    log = tmp_path / "server.log"
+    client, lsp = await start_session(root=tmp_path, configuration={}, server_args=["--log-file", str(log)])
+    try:
+        uri = path.as_uri()
+        lsp.open(uri, VIEW)
+        await lsp.wait_analyzed(uri, exact=True)
+        assert "SL101" in {str(d.code) for d in lsp.diagnostics(uri)}
+        since = len(lsp.analyzed)
+        client.set_configuration({"ignore": ["SL101"]}, section="stridelens")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await lsp.wait_analyzed(uri, exact=True, since=since)
+        codes = {str(d.code) for d in lsp.diagnostics(uri)}
+        assert "SL101" not in codes and "SL103" in codes
+        assert analyses_logged(log, path.name) == ["symbolic", "exact"]
+        assert "rules again for the exact analysis" in log.read_text(encoding="utf-8")
+    finally:
+        await stop_session(client)
+
+
 async def test_pyproject_ignore(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.stridelens]\nignore = ["SL101"]\n', encoding="utf-8")
     path = tmp_path / "model.py"
