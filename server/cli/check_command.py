@@ -66,6 +66,8 @@ def register(commands: Any) -> None:
     sub.add_argument("--diff", action="store_true", help=tr("show the fixes as a unified diff, write nothing"))
     sub.add_argument("-j", "--jobs", type=int, default=0, help=tr("worker processes (default: all cores)"))
     sub.add_argument("--no-config", action="store_true", help=tr("ignore [tool.stridelens] in pyproject.toml"))
+    sub.add_argument("--budget", type=float, metavar="SECONDS",
+                     help=tr("time for each file's analysis (default 5; 0: no limit)"))
     sub.set_defaults(handler=run)
 
 
@@ -133,6 +135,7 @@ class FileResult:
     source: str | None = None  # kept when fixes are wanted
     replayed: bool = False
     notebook: NotebookProgram | None = None  # findings are in its program's lines until shown
+    timed_out: bool = False  # the analysis stopped at its budget: later code has no findings
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class Settings:
     no_grad_functions: tuple[str, ...] = ()
     # Messages' language, set again in each worker process (a spawned one starts in English).
     language: str = i18n.ENGLISH
+    budget_s: float | None = None  # None: BUDGET_S
 
 
 def check_file(path: str, settings: Settings) -> FileResult:
@@ -161,11 +165,12 @@ def check_file(path: str, settings: Settings) -> FileResult:
             source = read_source(path)
     except (SourceError, NotebookError) as err:
         return FileResult(path, error=str(err))
+    budget = BUDGET_S if settings.budget_s is None else settings.budget_s
     try:
-        analysis = analyze_source(source, path, replay=False, budget_s=BUDGET_S)
+        analysis = analyze_source(source, path, replay=False, budget_s=budget)
         replayed = False
         if needs_replay(analysis):
-            analysis = analyze_source(source, path, replay=True, budget_s=BUDGET_S)
+            analysis = analyze_source(source, path, replay=True, budget_s=budget)
             replayed = True
         findings = run_rules(
             analysis, settings.select, settings.ignore, dict(settings.severity), settings.no_grad_functions
@@ -173,7 +178,8 @@ def check_file(path: str, settings: Settings) -> FileResult:
     except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
         text = tr("{path}: internal error while analysing: {error}").format(path=path, error=f"{type(err).__name__}: {err}")
         return FileResult(path, error=text)
-    return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed, notebook=notebook)
+    return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed,
+                      notebook=notebook, timed_out=analysis.timed_out)
 
 
 def _check_chunk(args: tuple[list[str], Settings]) -> list[FileResult]:
@@ -399,6 +405,9 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 0:
         err(tr("--jobs must be 0 (all cores) or more"))
         return 2
+    if args.budget is not None and not args.budget >= 0:
+        err(tr("--budget must be 0 (no limit) or more seconds"))
+        return 2
     config = ProjectConfig() if args.no_config else load_project_config(args.paths[0] if os.path.exists(args.paths[0]) else os.getcwd())
     for problem in config.problems:
         err(tr("config: {problem}").format(problem=problem))
@@ -414,6 +423,7 @@ def run(args: argparse.Namespace) -> int:
         no_grad_functions=tuple(config.no_grad_functions),
         # JSON and SARIF are the machine interface: the same bytes in every locale.
         language=i18n.language() if args.format == "text" else i18n.ENGLISH,
+        budget_s=None if args.budget is None else (args.budget if args.budget > 0 else float("inf")),
     )
     files, errors = collect_files(args.paths, config.exclude)
     failed = bool(errors)
@@ -458,6 +468,12 @@ def run(args: argparse.Namespace) -> int:
             sources[result.path] = result.source.splitlines()
         findings.extend(remaining)
     findings.sort(key=_sort_key)
+    budget = BUDGET_S if settings.budget_s is None else settings.budget_s
+    for result in results:
+        if result.timed_out:  # on stderr, as the note below: stdout stays the findings
+            err(tr("note: {path}: the analysis stopped at its time budget ({seconds:g} s), so code after that "
+                   "point has no findings; `--budget SECONDS` gives it more (0: no limit)").format(
+                path=result.path, seconds=budget))
     if any(r.replayed for r in results) and not torch_importable():
         err(
             tr(

@@ -51,13 +51,20 @@ MAX_DOCUMENT_CHARS = 2_000_000
 def analyze_document(text: str, path: str, *, exact: bool) -> Analysis:
     if len(text) > MAX_DOCUMENT_CHARS:
         return analyze_source("", path, replay=False)
-    return analyze_source(text, path, replay=exact, budget_s=EXACT_BUDGET_S if exact else SYMBOLIC_BUDGET_S)
+    return analyze_source(text, path, replay=exact, budget_s=budget_s(exact))
+
+
+def budget_s(exact: bool) -> float:
+    override = os.environ.get(BUDGET_ENV)
+    return float(override) if override else (EXACT_BUDGET_S if exact else SYMBOLIC_BUDGET_S)
 
 CONFIG_SECTION = "stridelens"
 ANALYZED = "stridelens/analyzed"
 QUIET_S = 0.4  # after an edit answered from its blocks, wait this long before the whole file
 # Tests only: pretend torch takes this long to import (the "answers before torch" path).
 TORCH_DELAY_ENV = "STRIDELENS_LSP_TORCH_DELAY_S"
+# Tests only: both passes' time budget in seconds (how a test makes a file overrun it).
+BUDGET_ENV = "STRIDELENS_LSP_BUDGET_S"
 
 
 class StridelensServer(LanguageServer):
@@ -83,6 +90,7 @@ class StridelensServer(LanguageServer):
         self._collector_was_on = True  # the collector's state before the symbolic passes held it
         self.started = time.monotonic()
         self._event_loop: asyncio.AbstractEventLoop | None = None
+        self.overran: set[str] = set()  # documents whose final analysis stopped at its budget (told once)
 
     # pygls' read loops go deaf after one badly framed message: ours resync (transport.py).
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
@@ -363,6 +371,7 @@ class StridelensServer(LanguageServer):
             if not exact_on:
                 self.publish(state, symbolic.findings)
                 self.announce(state, symbolic)
+                self.tell_if_overrun(state, symbolic)
                 return
             if previous is not None and previous.text != text:
                 carried = diagnostics.carry_over(previous.findings, split_lines(previous.text), state.lines)
@@ -377,6 +386,7 @@ class StridelensServer(LanguageServer):
         state.exact = exact
         self.publish(state, exact.findings)
         self.announce(state, exact)
+        self.tell_if_overrun(state, exact)
         if first_exact:
             self.refresh_inlay_hints()
 
@@ -406,6 +416,21 @@ class StridelensServer(LanguageServer):
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
                 uri=state.uri, version=state.version, diagnostics=state.published_diagnostics
+            )
+        )
+
+    def tell_if_overrun(self, state: DocState, snap: Snapshot) -> None:
+        """A final analysis that stopped at its time budget has no findings past that point:
+        said once per document, not left for the user to take as a clean bill of health."""
+        if not snap.analysis.timed_out or state.uri in self.overran:
+            return
+        self.overran.add(state.uri)
+        self.window_show_message(
+            types.ShowMessageParams(
+                type=types.MessageType.Info,
+                message=tr("stridelens: {path}: the analysis stopped at its time budget ({seconds:g} s), so code "
+                           "after that point has no diagnostics").format(
+                    path=os.path.basename(state.path) or state.uri, seconds=budget_s(snap.exact)),
             )
         )
 

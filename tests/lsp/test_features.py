@@ -368,3 +368,23 @@ async def test_pyproject_no_grad_functions(tmp_path: Path) -> None:
             assert ("SL206" in codes) is expected, codes
         finally:
             await stop_session(client)
+
+
+async def test_a_file_over_its_time_budget_is_said_once(tmp_path: Path) -> None:
+    from bench.generate_model import generate_model_source
+
+    big = tmp_path / "big_model.py"
+    text = generate_model_source(3000)  # ~1 s of analysis
+    big.write_text(text, encoding="utf-8")
+    client, lsp = await start_session(root=tmp_path, env={"STRIDELENS_LSP_BUDGET_S": "0.05"})
+    try:
+        lsp.open(big.as_uri(), text)
+        await lsp.wait_analyzed(big.as_uri(), exact=True)
+        since = len(lsp.analyzed)
+        lsp.change_full(big.as_uri(), text + "\nz = 1\n", 2)  # overruns again: not said again
+        await lsp.wait_analyzed(big.as_uri(), exact=True, since=since)
+        said = [m.message for m in client.messages if "time budget" in m.message]
+        assert len(said) == 1, said
+        assert "big_model.py" in said[0] and "0.05 s" in said[0]
+    finally:
+        await stop_session(client)
