@@ -157,6 +157,7 @@ class StridelensServer(LanguageServer):
             self.start_torch()
 
     def _torch_loaded(self) -> None:  # in the torch thread
+        log.info("torch imported %.1f s after the start", time.monotonic() - self.started)
         collector.freeze_imported()  # torch's import leaves ~110k long-lived objects
         delay = float(os.environ.get(TORCH_DELAY_ENV, "0") or 0)
         if delay > 0:
@@ -178,7 +179,10 @@ class StridelensServer(LanguageServer):
             return
         self.exact_ready = True
         for state in self.docs.values():
-            self.schedule(state, 0.0)
+            # A run in flight goes on to the exact pass by itself (`_run` asks after its
+            # symbolic one): cancelling it would throw that pass away and start it again.
+            if state.task is None or state.task.done():
+                self.schedule(state, 0.0)
 
     @property
     def _loop(self) -> asyncio.AbstractEventLoop | None:
@@ -307,8 +311,8 @@ class StridelensServer(LanguageServer):
         """New settings for a settled document: the rules again on its analysis, published."""
         snap = state.exact if state.exact is not None and state.exact.text == state.text else None
         snap = snap or (state.symbolic if state.symbolic is not None and state.symbolic.text == state.text else None)
-        if snap is None:  # never analysed (or only for a hover): a whole run
-            await self._run(state, 0.0)
+        if snap is None or (not snap.exact and self.exact_ready and self.settings.replay):
+            await self._run(state, 0.0)  # never analysed, or torch arrived meanwhile: a whole run
             return
         snap = await self._checked(snap)
         if state.text != snap.text:
@@ -368,6 +372,7 @@ class StridelensServer(LanguageServer):
             if state.text != text:
                 return
             state.symbolic = symbolic
+            exact_on = self.exact_ready and self.settings.replay  # torch may have arrived meanwhile
             if not exact_on:
                 self.publish(state, symbolic.findings)
                 self.announce(state, symbolic)

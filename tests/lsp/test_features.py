@@ -115,7 +115,7 @@ def analyses_logged(log: Path, name: str) -> list[str]:
     """The kinds of the analyses the server's log says it ran of the file `name`, in order."""
     kinds = []
     for line in log.read_text(encoding="utf-8").splitlines():
-        if " analysed " in line and name in line:
+        if "stridelens.lsp INFO analysed " in line and name in line:
             kinds.append(line.split("(", 1)[1].split(",", 1)[0])
     return kinds
 
@@ -386,5 +386,34 @@ async def test_a_file_over_its_time_budget_is_said_once(tmp_path: Path) -> None:
         said = [m.message for m in client.messages if "time budget" in m.message]
         assert len(said) == 1, said
         assert "big_model.py" in said[0] and "0.05 s" in said[0]
+    finally:
+        await stop_session(client)
+
+
+async def test_a_file_opened_while_torch_loads_is_analysed_once_of_each_kind(tmp_path: Path) -> None:
+    """A file opened just before torch is ready has its symbolic pass running when torch
+    arrives. That pass goes on to the exact one: it is not thrown away and run again."""
+    from bench.generate_model import generate_model_source
+
+    first, second = tmp_path / "first.py", tmp_path / "second_model.py"
+    first.write_text(VIEW, encoding="utf-8")
+    text = generate_model_source(9000)  # a symbolic pass of 3-6 s here (no budget below)
+    second.write_text(text, encoding="utf-8")
+    log = tmp_path / "server.log"
+    # Torch is "ready" 1.5 s after its import: the second file is opened in between.
+    env = {"STRIDELENS_LSP_BUDGET_S": "120", "STRIDELENS_LSP_TORCH_DELAY_S": "1.5"}
+    client, lsp = await start_session(root=tmp_path, server_args=["--log-file", str(log)], env=env)
+    try:
+        lsp.open(first.as_uri(), VIEW)
+        deadline = time.monotonic() + 60
+        while "torch imported" not in log.read_text(encoding="utf-8") and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        lsp.open(second.as_uri(), text)
+        await lsp.wait_analyzed(first.as_uri(), exact=True)  # torch is ready...
+        assert analyses_logged(log, second.name) == []  # ... and the second's symbolic pass is running
+        await lsp.wait_analyzed(second.as_uri(), exact=True, timeout=120)
+        assert analyses_logged(log, second.name) == ["symbolic", "exact"]
+        assert analyses_logged(log, first.name) == ["symbolic", "exact"]
+        assert lsp.diagnostics(second.as_uri())
     finally:
         await stop_session(client)
