@@ -149,6 +149,9 @@ class Settings:
     language: str = i18n.ENGLISH
     budget_s: float | None = None  # None: BUDGET_S
 
+    def budget(self) -> float:
+        return BUDGET_S if self.budget_s is None else self.budget_s
+
 
 def check_file(path: str, settings: Settings) -> FileResult:
     from stridelens.server.rules import run_rules
@@ -165,7 +168,7 @@ def check_file(path: str, settings: Settings) -> FileResult:
             source = read_source(path)
     except (SourceError, NotebookError) as err:
         return FileResult(path, error=str(err))
-    budget = BUDGET_S if settings.budget_s is None else settings.budget_s
+    budget = settings.budget()
     try:
         analysis = analyze_source(source, path, replay=False, budget_s=budget)
         replayed = False
@@ -468,12 +471,11 @@ def run(args: argparse.Namespace) -> int:
             sources[result.path] = result.source.splitlines()
         findings.extend(remaining)
     findings.sort(key=_sort_key)
-    budget = BUDGET_S if settings.budget_s is None else settings.budget_s
     for result in results:
         if result.timed_out:  # on stderr, as the note below: stdout stays the findings
             err(tr("note: {path}: the analysis stopped at its time budget ({seconds:g} s), so code after that "
                    "point has no findings; `--budget SECONDS` gives it more (0: no limit)").format(
-                path=result.path, seconds=budget))
+                path=result.path, seconds=settings.budget()))
     if any(r.replayed for r in results) and not torch_importable():
         err(
             tr(

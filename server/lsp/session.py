@@ -283,12 +283,13 @@ class StridelensServer(LanguageServer):
         self._event_loop = asyncio.get_running_loop()
         state.task = asyncio.ensure_future(self._run(state, delay))
 
-    def _snapshot(self, text: str, version: int | None, path: str, exact: bool) -> Snapshot:
-        """Analyse `text` and choose its findings with the settings of that moment."""
+    def _snapshot(self, text: str, version: int | None, path: str, exact: bool, kind: str = "") -> Snapshot:
+        """Analyse `text` and choose its findings with the settings of that moment. `kind`
+        names the analysis in the log (default: exact or symbolic)."""
         start = time.perf_counter()
         analysis = analyze_document(text, path, exact=exact)
-        log.info("analysed %s (%s, %d chars) in %.3f s", path or "<untitled>", "exact" if exact else "symbolic",
-                 len(text), time.perf_counter() - start)
+        log.info("analysed %s (%s, %d chars) in %.3f s", path or "<untitled>",
+                 kind or ("exact" if exact else "symbolic"), len(text), time.perf_counter() - start)
         return self._check(Snapshot(version, text, analysis, [], exact))
 
     def _check(self, snap: Snapshot) -> Snapshot:
@@ -311,10 +312,10 @@ class StridelensServer(LanguageServer):
 
     async def _recheck(self, state: DocState) -> None:
         """New settings for a settled document: the rules again on its analysis, published."""
-        snap = state.exact if state.exact is not None and state.exact.text == state.text else None
-        snap = snap or (state.symbolic if state.symbolic is not None and state.symbolic.text == state.text else None)
-        if snap is None or (not snap.exact and self.exact_ready and self.settings.replay):
-            await self._run(state, 0.0)  # never analysed, or torch arrived meanwhile: a whole run
+        snap = state.current()
+        if snap is None or snap.settings is None or (not snap.exact and self.exact_ready and self.settings.replay):
+            # never analysed (or only for a hover, no rules), or torch arrived meanwhile: a whole run
+            await self._run(state, 0.0)
             return
         snap = await self._checked(snap)
         if state.text != snap.text:
@@ -351,7 +352,7 @@ class StridelensServer(LanguageServer):
                 self.publish(state, diagnostics.merge(carried, findings))
                 await asyncio.sleep(QUIET_S)  # the whole-file pass waits for a pause in typing
         if not edited or state.published_version != version:
-            # Torch's arrival reschedules every document: one whose text has its symbolic
+            # Torch's arrival reschedules the settled documents: one whose text has its symbolic
             # analysis already goes straight to the exact pass (the symbolic one was ~1 s of a
             # 3,000-line file's time to its exact diagnostics).
             symbolic = state.symbolic if state.symbolic is not None and state.symbolic.text == text else None
@@ -403,7 +404,7 @@ class StridelensServer(LanguageServer):
         part = partial_text(old_tree, old_lines, new_lines)
         if part is None:
             return None
-        snap = self._snapshot(part.source, None, path, True)
+        snap = self._snapshot(part.source, None, path, True, "edited blocks")
         return part, [f for f in snap.findings if part.first <= f.line <= part.last]
 
     def publish(self, state: DocState, findings: list[Any]) -> None:
