@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from stridelens.inspector import probe
+from stridelens.inspector import probe_describe, probe_report
 
 
 def _timed(fn: Any, repeat: int) -> tuple[float, float]:
@@ -70,7 +70,7 @@ def bench_describe(quick: bool) -> None:
         h_walls: list[float] = []
         h_cpus: list[float] = []
         for _ in range(5):  # alternating bursts: both see the same load on a shared machine
-            _per_call(probe.describe_json, t, n // 5, walls, cpus)
+            _per_call(probe_describe.describe_json, t, n // 5, walls, cpus)
             _per_call(_by_hand, t, n // 5, h_walls, h_cpus)
         for samples in (walls, cpus, h_walls, h_cpus):
             samples.sort()
@@ -78,7 +78,7 @@ def bench_describe(quick: bool) -> None:
         # CPU time over many calls with no timer per call: the steadiest figure on a shared machine.
         c0 = time.process_time()
         for _ in range(n):
-            probe.describe_json(t)
+            probe_describe.describe_json(t)
         mean = (time.process_time() - c0) / n
         print(f"   {name:<14} wall p50 {walls[p50] * 1e6:6.1f} µs  p95 {walls[p95] * 1e6:6.1f} µs | "
               f"cpu p50 {cpus[p50] * 1e6:6.1f} µs  p95 {cpus[p95] * 1e6:6.1f} µs | cpu mean {mean * 1e6:6.1f} µs | "
@@ -97,7 +97,7 @@ def bench_process_report(quick: bool) -> None:
     for n in sizes:
         keep = [torch.empty(4) for _ in range(n)]
         gc.collect()
-        wall, cpu = _timed(lambda: probe.process_report_json(top=10), 3 if n < 1_000_000 else 2)
+        wall, cpu = _timed(lambda: probe_report.process_report_json(top=10), 3 if n < 1_000_000 else 2)
         line = f"   {n:>9,} tensors: process_report {wall:6.3f} s wall, {cpu:6.3f} s cpu"
         if MemReporter is not None and n <= 100_000:
             def memlab() -> None:

@@ -27,7 +27,7 @@ from stridelens.inspector import (
     reports,
     step_diff,
 )
-from stridelens.inspector.probe import PIN_MIN_BYTES
+from stridelens.inspector.probe_report import PIN_MIN_BYTES
 from stridelens.inspector.session import (
     Breakpoint,
     InspectError,

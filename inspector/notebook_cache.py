@@ -16,7 +16,7 @@ from types import FrameType
 from typing import Any
 
 from stridelens.i18n import tr
-from stridelens.inspector import probe
+from stridelens.inspector import probe, probe_parts
 
 _CACHE_NAME = re.compile(r"_{1,3}|_\d+")
 
@@ -186,4 +186,4 @@ def output_cache_findings(shell: Any, min_bytes: int) -> list[dict[str, Any]]:
 
 
 def _own_frame(r: Any) -> bool:
-    return type(r) is FrameType and r.f_code.co_filename in (__file__, probe.__file__)
+    return type(r) is FrameType and r.f_code.co_filename in (__file__, *probe_parts.FILES)

@@ -33,7 +33,7 @@ from typing import Any
 
 from stridelens import i18n
 from stridelens.i18n import N_, tr
-from stridelens.inspector import grads_probe, probe
+from stridelens.inspector import grads_probe, probe, probe_describe, probe_report
 from stridelens.inspector.notebook_cache import is_cache_name, output_cache_findings
 from stridelens.inspector.target_text import from_target
 
@@ -166,7 +166,7 @@ def summary_line(t: Any, user_ns: dict[str, Any] | None = None) -> str:
     if not t.is_contiguous():
         parts.append(tr("non-contiguous"))
     if t._base is not None:
-        name = probe._base_name(t, naming_namespace(user_ns)) if user_ns is not None else None
+        name = probe_describe._base_name(t, naming_namespace(user_ns)) if user_ns is not None else None
         parts.append(tr("view of {name}").format(name=name) if name else tr("view of an unnamed tensor"))
     if t.grad_fn is not None:
         parts.append(f"grad_fn={type(t.grad_fn).__name__}")
@@ -222,10 +222,10 @@ def render_grads(report: dict[str, Any]) -> tuple[str, str]:
     return _export(console)
 
 
-def memory_report(shell: Any, top: int = 20, min_bytes: int = probe.PIN_MIN_BYTES) -> dict[str, Any]:
+def memory_report(shell: Any, top: int = 20, min_bytes: int = probe_report.PIN_MIN_BYTES) -> dict[str, Any]:
     ns = naming_namespace(shell.user_ns)
     try:
-        report = probe.process_report(top, min_bytes, ns)
+        report = probe_report.process_report(top, min_bytes, ns)
     finally:
         ns.clear()
     cache = output_cache_findings(shell, min_bytes)
@@ -318,7 +318,7 @@ def _int_option(value: str, flag: str) -> int:
 
 
 def _memory_options(args: list[str]) -> tuple[int, int]:
-    top, min_bytes = 20, probe.PIN_MIN_BYTES
+    top, min_bytes = 20, probe_report.PIN_MIN_BYTES
     i = 0
     while i < len(args):
         flag = args[i]
@@ -388,7 +388,7 @@ def run_magic(shell: Any, line: str) -> tuple[str, str] | None:
         raise MagicError(problem)
     ns = naming_namespace(shell.user_ns)
     try:
-        d = probe.describe_expr(expr, ns, {}, stats)
+        d = probe_describe.describe_expr(expr, ns, {}, stats)
     except probe.ProbeError as e:
         raise MagicError(from_target(str(e))) from None
     finally:

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from stridelens.i18n import tr
 from stridelens.inspector import probe as probe_module
+from stridelens.inspector import probe_parts, probe_report
 from stridelens.inspector.dap_client import DapClient, DapClosed, DapError, DapTimeout
 from stridelens.inspector.target_text import from_target
 
@@ -470,23 +471,29 @@ class Session:
 
     def ensure_probe(self) -> dict[str, Any]:
         """Inject the probe once per target (a private module that persists across sessions)."""
-        self.inject(probe_module.__file__, probe_module.PRIVATE_NAME, "<stridelens-probe>")
+        self.inject_parts(probe_parts.sources(), probe_module.PRIVATE_NAME)
         self.target = self.call_probe("setup_json()")
         return self.target
 
     def inject(self, path: str, private_name: str, filename: str) -> None:
         """Evaluate a module's source into `sys.modules[private_name]` of the target, unless
         that exact source is already there."""
-        src = Path(path).read_text()
-        digest = hashlib.sha1(src.encode()).hexdigest()[:16]
+        self.inject_parts([(Path(path).read_text(), filename)], private_name)
+
+    def inject_parts(self, parts: list[tuple[str, str]], private_name: str) -> None:
+        """Evaluate each (source, filename), in order, into the one module
+        `sys.modules[private_name]` of the target, unless those exact sources are already there."""
+        digest = hashlib.sha1("\0".join(src for src, _ in parts).encode()).hexdigest()[:16]
         have = self.evaluate(f"getattr(__import__('sys').modules.get({private_name!r}), 'SOURCE_ID', None)")
-        if have != digest:
-            src += f"\nSOURCE_ID = {digest!r}\n"
-            # One expression: a multi-statement snippet would leave temporaries in the user's globals.
-            self.evaluate(
-                f"exec(compile({src!r}, {filename!r}, 'exec'), "
-                f"__import__('sys').modules.setdefault({private_name!r}, "
-                f"__import__('types').ModuleType({private_name!r})).__dict__)")
+        if have == digest:
+            return
+        # The id goes in last: a part that fails leaves the module without it, so the next inject retries.
+        parts = [*parts[:-1], (parts[-1][0] + f"\nSOURCE_ID = {digest!r}\n", parts[-1][1])]
+        # One expression: a multi-statement snippet would leave temporaries in the user's globals.
+        self.evaluate(
+            f"[exec(compile(src, filename, 'exec'), d) for d in [__import__('sys').modules.setdefault("
+            f"{private_name!r}, __import__('types').ModuleType({private_name!r})).__dict__] "
+            f"for src, filename in {parts!r}] and None")
 
     def call_probe(self, call: str, module: str = probe_module.PRIVATE_NAME,
                    timeout: float | None = None) -> Any:
@@ -505,7 +512,7 @@ class Session:
     def frame_report(self) -> dict[str, Any]:
         return dict(self.call_probe("frame_report_json(locals())"))
 
-    def process_report(self, top: int = 20, min_pin_bytes: int = probe_module.PIN_MIN_BYTES) -> dict[str, Any]:
+    def process_report(self, top: int = 20, min_pin_bytes: int = probe_report.PIN_MIN_BYTES) -> dict[str, Any]:
         return dict(self.call_probe(f"process_report_json({int(top)}, {int(min_pin_bytes)}, locals())"))
 
     # ------------------------------------------------------------------ running on

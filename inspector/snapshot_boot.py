@@ -3,7 +3,7 @@
 The entry is what gdb hands to `PyRun_SimpleString` (or `sys.remote_exec` runs): one `try`
 statement that binds no name in `__main__`, reads the boot file from the private directory and
 does nothing at all when that file is gone (the CLI removes it when it gives up waiting, so a
-call that runs late leaves no trace). The boot file execs the probe's own source (the same
+call that runs late leaves no trace). The boot file execs the probe's own source (its parts, the same
 module `--memory` injects through debugpy) into a throw-away dict, writes the report JSON to a
 0600 file in the private directory, and undoes what it did: the dicts are cleared (their
 function/global cycles would otherwise wait for the next gc), modules that only its imports
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import importlib.util
 import marshal
-from pathlib import Path
 
 from stridelens.inspector import probe as probe_module
+from stridelens.inspector import probe_parts
 
 BOOT_NAME = "boot.py"
 
@@ -43,9 +43,9 @@ def entry_statement(boot_path: str) -> str:
 
 
 def boot_source(out_dir: str, top: int, min_pin_bytes: int, queued_at: float, named: bool = False) -> str:
-    probe_src = Path(probe_module.__file__).read_text()
-    code = marshal.dumps(compile(probe_src, "<stridelens-probe>", "exec"))
-    return _BOOT.format(name=probe_module.PRIVATE_NAME, src=probe_src, code=code,
+    parts = probe_parts.sources()
+    code = marshal.dumps(tuple(compile(src, filename, "exec") for src, filename in parts))
+    return _BOOT.format(name=probe_module.PRIVATE_NAME, parts=parts, code=code,
                         magic=importlib.util.MAGIC_NUMBER, top=top, min_pin=min_pin_bytes,
                         queued=queued_at, named=named, out_dir=out_dir, report=REPORT_NAME)
 
@@ -73,12 +73,13 @@ def _stridelens_snapshot():
         # compile in the target costs ~30 ms of its main thread.
         fx = sys.modules.get("_frozen_importlib_external")
         if getattr(fx, "MAGIC_NUMBER", None) == {magic!r}:
-            code = __import__("marshal").loads({code!r})
+            codes = __import__("marshal").loads({code!r})
         else:
-            code = compile({src!r}, "<stridelens-probe>", "exec")
+            codes = [compile(src, filename, "exec") for src, filename in {parts!r}]
         del fx
-        exec(code, ns)
-        del code
+        for code in codes:  # the probe's parts, in order, in one namespace
+            exec(code, ns)
+        del code, codes
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         target = {{"pid": os.getpid(), "python": sys.version.split()[0],

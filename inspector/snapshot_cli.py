@@ -16,7 +16,7 @@ from rich.text import Text
 
 from stridelens.i18n import tr
 from stridelens.inspector import reports, snapshot, snapshot_diff
-from stridelens.inspector.probe import NAMED_LIMIT
+from stridelens.inspector.probe_report import NAMED_LIMIT
 from stridelens.inspector.rank_findings import kind_text
 from stridelens.inspector.session import UsageError
 from stridelens.server.units import human_bytes

@@ -22,7 +22,7 @@ from stridelens import i18n
 from stridelens.i18n import tr
 
 # The modules whose source runs in the target (injected or queued by gdb).
-PROBE_MODULES = ("probe", "grads_probe", "diff_probe", "allocator_probe", "inplace_recorder",
+PROBE_MODULES = ("probe", "probe_describe", "probe_report", "grads_probe", "diff_probe", "allocator_probe", "inplace_recorder",
                  "rank_probe", "rank_launcher", "snapshot_boot")
 _HERE = Path(__file__).resolve().parent
 

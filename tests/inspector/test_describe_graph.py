@@ -16,21 +16,21 @@ from typing import Any
 import pytest
 import torch
 
-from stridelens.inspector import probe
+from stridelens.inspector import probe_describe
 
 
 def reference_chain(fn: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     queue = [(fn, 0)]
     listed: list[Any] = []  # holds the wrappers: ids stay unique
-    while queue and len(out) < probe.CHAIN_NODES:
+    while queue and len(out) < probe_describe.CHAIN_NODES:
         node, depth = queue.pop(0)
         if any(node is n for n in listed):
             continue
         listed.append(node)
         nxt = [n for n, _ in node.next_functions if n is not None]
         out.append({"name": type(node).__name__, "depth": depth, "next": [type(n).__name__ for n in nxt]})
-        if depth + 1 < probe.CHAIN_DEPTH:
+        if depth + 1 < probe_describe.CHAIN_DEPTH:
             queue.extend((n, depth + 1) for n in nxt)
     return out
 
@@ -165,7 +165,7 @@ def test_graph_fields_match_their_definitions(make: Callable[[], torch.Tensor]) 
         t = make()
     chain, graph = reference_chain(t.grad_fn), reference_graph(t.grad_fn)
     for _ in range(2):  # cold per-type caches (for these node types), then warm ones
-        d = probe.describe(t)
+        d = probe_describe.describe(t)
         assert d["grad_fn"] == type(t.grad_fn).__name__
         assert d["grad_fn_chain"] == chain
         assert d["graph"] == graph
@@ -175,8 +175,8 @@ def test_graph_fields_match_their_definitions(make: Callable[[], torch.Tensor]) 
 def test_graph_fields_cover_what_they_should() -> None:
     # The cases above reach the limits and paths they are meant to.
     deep_chain = reference_chain(deep().grad_fn)
-    assert max(n["depth"] for n in deep_chain) == probe.CHAIN_DEPTH - 1
-    assert len(reference_chain(wide().grad_fn)) == probe.CHAIN_NODES
+    assert max(n["depth"] for n in deep_chain) == probe_describe.CHAIN_DEPTH - 1
+    assert len(reference_chain(wide().grad_fn)) == probe_describe.CHAIN_NODES
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         problems = reference_graph(modified_in_place().grad_fn)["problems"]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-from stridelens.inspector import probe
+from stridelens.inspector import probe, probe_describe
 
 
 class Twice(torch.autograd.Function):
@@ -108,31 +108,31 @@ def test_card_text_is_the_generic_encoders(kind: str) -> None:
         warnings.simplefilter("ignore")  # nested tensors' prototype warning
         t = KINDS[kind]()
     for _ in range(2):  # cold caches (first node of its type, first chain), then warm ones
-        text = probe.describe_json(t)
-        assert text == probe._json(probe.describe, t, False)
+        text = probe_describe.describe_json(t)
+        assert text == probe._json(probe_describe.describe, t, False)
         assert json.loads(text)["ok"] is (kind != "not a tensor")
 
 
 @pytest.mark.parametrize("kind", ["plain", "3-op graph", "complex", "bool"])
 def test_card_with_stats_is_the_generic_encoders(kind: str) -> None:
     t = KINDS[kind]() if kind != "plain" else _stats_tensor()
-    assert probe.describe_json(t, True) == probe._json(probe.describe, t, True)
+    assert probe_describe.describe_json(t, True) == probe._json(probe_describe.describe, t, True)
 
 
 def test_expression_card_names_the_base_as_the_generic_encoder_would() -> None:
     base = torch.randn(8, 16)
     frame = {"base": base, "v": base.t()[2:], "w": base[1:].t()[:, 1:], "fresh": torch.randn(4, 4)[1:]}
     for expr in ("v", "w", "fresh", "base", "v[0]", "nope", "1 +"):  # (v[0]: a new view, same storage)
-        text = probe.describe_expr_json(expr, frame, {})
-        assert text == probe._json(probe.describe_expr, expr, frame, {}, False)
-    assert json.loads(probe.describe_expr_json("v", frame, {}))["result"]["base"]["name"] == "base"
+        text = probe_describe.describe_expr_json(expr, frame, {})
+        assert text == probe._json(probe_describe.describe_expr, expr, frame, {}, False)
+    assert json.loads(probe_describe.describe_expr_json("v", frame, {}))["result"]["base"]["name"] == "base"
 
 
 def test_remembered_chains_stay_bounded_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(probe, "CHAIN_TEXTS_KEPT", 2)
-    monkeypatch.setattr(probe, "_CHAIN_TEXTS", {})
+    monkeypatch.setattr(probe_describe, "CHAIN_TEXTS_KEPT", 2)
+    monkeypatch.setattr(probe_describe, "_CHAIN_TEXTS", {})
     x = torch.randn(5, requires_grad=True)
     graphs = [x.exp().sum(), x.sin().sum(), x.cos().mean(), (x * 2).tanh().sum(), x.exp().sum()]
     for g in graphs * 2:
-        assert probe.describe_json(g) == probe._json(probe.describe, g, False)
-        assert len(probe._CHAIN_TEXTS) <= 2
+        assert probe_describe.describe_json(g) == probe._json(probe_describe.describe, g, False)
+        assert len(probe_describe._CHAIN_TEXTS) <= 2

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from stridelens.inspector import probe
+from stridelens.inspector import probe, probe_describe, probe_parts, probe_report
 
 
 def live_tensor_count() -> int:
@@ -28,7 +28,7 @@ def storage_bytes(t: torch.Tensor) -> int:
 def test_describe_view_matches_torch() -> None:
     a = torch.arange(24.0).reshape(2, 3, 4)
     v = a.permute(2, 0, 1)[1:]
-    d = probe.describe(v)
+    d = probe_describe.describe(v)
     assert d["shape"] == list(v.shape)
     assert d["strides"] == list(v.stride())
     assert d["storage_offset"] == v.storage_offset()
@@ -38,7 +38,7 @@ def test_describe_view_matches_torch() -> None:
     assert d["numel"] == v.numel()
     assert d["nbytes"] == v.numel() * v.element_size()
     assert d["storage_bytes"] == storage_bytes(a)
-    assert d["storage_key"] == probe.describe(a)["storage_key"]
+    assert d["storage_key"] == probe_describe.describe(a)["storage_key"]
     assert d["is_view"] is True
     assert d["base"]["shape"] == list(v._base.shape)
     assert d["version"] == v._version
@@ -48,14 +48,14 @@ def test_describe_view_matches_torch() -> None:
 
 def test_describe_channels_last() -> None:
     x = torch.empty(2, 3, 4, 5).to(memory_format=torch.channels_last)
-    assert probe.describe(x)["memory_format"] == "channels_last"
+    assert probe_describe.describe(x)["memory_format"] == "channels_last"
 
 
 def test_describe_graph_saved_bytes() -> None:
     a = torch.randn(3, 4, requires_grad=True)
     b = torch.randn(3, 4, requires_grad=True)
     z = (a * b).tanh()
-    d = probe.describe(z)
+    d = probe_describe.describe(z)
     assert d["grad_fn"] == type(z.grad_fn).__name__
     assert d["grad_fn_chain"][0]["next"] == [type(z.grad_fn.next_functions[0][0]).__name__]
     # MulBackward0 saves a and b; TanhBackward0 saves its result z: three storages.
@@ -78,9 +78,9 @@ class _Square(torch.autograd.Function):
 def test_describe_graph_counts_custom_function_saves_after_cpp_nodes() -> None:
     # C++ nodes are remembered as having no `saved_tensors`; a custom Function's node still has.
     x = torch.randn(3, requires_grad=True)
-    probe.describe((x * 2).sum())
+    probe_describe.describe((x * 2).sum())
     y = _Square.apply(x)
-    d = probe.describe(y.sum())
+    d = probe_describe.describe(y.sum())
     assert d["graph"]["saved_tensors"] == 1 and d["graph"]["saved_bytes"] == storage_bytes(x)
     assert [n["name"] for n in d["grad_fn_chain"]] == ["SumBackward0", "_SquareBackward", "AccumulateGrad"]
 
@@ -89,21 +89,21 @@ def test_describe_same_card_when_asked_again() -> None:
     # Per-type and per-device caches fill on the first call: the second card is the same text.
     base = torch.randn(4, 5)
     for t in (base, base.t()[1:], torch.empty(2, 3, device="meta"), (base.requires_grad_() * 3).sum()):
-        assert probe.describe_json(t) == probe.describe_json(t)
+        assert probe_describe.describe_json(t) == probe_describe.describe_json(t)
 
 
 def test_describe_grad_of_leaf() -> None:
     w = torch.randn(5, requires_grad=True)
     (w * 2).sum().backward()
-    d = probe.describe(w)
+    d = probe_describe.describe(w)
     assert w.grad is not None
     assert d["grad"] == {"shape": [5], "dtype": "float32", "nbytes": w.grad.numel() * w.grad.element_size()}
 
 
 def test_describe_value_stats_only_when_asked() -> None:
     x = torch.tensor([1.0, float("nan"), 3.0, float("inf")])
-    assert probe.describe(x)["stats"] is None
-    s = probe.describe(x, stats=True)["stats"]
+    assert probe_describe.describe(x)["stats"] is None
+    s = probe_describe.describe(x, stats=True)["stats"]
     assert s == {"nan": 1, "inf": 1, "min": 1.0, "max": 3.0, "mean": 2.0}
 
 
@@ -131,7 +131,7 @@ def unusual_tensors() -> dict[str, Any]:
 @pytest.mark.parametrize("kind", list(unusual_tensors()))
 def test_describe_unusual_tensors(kind: str) -> None:
     t = unusual_tensors()[kind]
-    out = json.loads(probe.describe_json(t))
+    out = json.loads(probe_describe.describe_json(t))
     assert out["ok"], out
     d = out["result"]
     assert d["numel"] == t.numel()
@@ -146,12 +146,12 @@ def test_describe_unusual_tensors(kind: str) -> None:
 def test_meta_storages_told_apart() -> None:
     a = torch.empty(3, device="meta")
     b = torch.empty(3, device="meta")
-    ka, kb, kv = (probe.describe(t)["storage_key"] for t in (a, b, a[1:]))
+    ka, kb, kv = (probe_describe.describe(t)["storage_key"] for t in (a, b, a[1:]))
     assert ka != kb and ka == kv
 
 
 def test_describe_not_a_tensor() -> None:
-    out = json.loads(probe.describe_json([1, 2]))
+    out = json.loads(probe_describe.describe_json([1, 2]))
     assert out == {"ok": False, "error": "not a tensor: the expression is a builtins.list"}
 
 
@@ -161,7 +161,7 @@ def test_frame_report_groups_by_storage() -> None:
     bT = a.view(4, 6).t()
     c = torch.zeros(3)
     model = torch.nn.Linear(2, 2)
-    r = probe.frame_report({"a": a, "b": b, "bT": bT, "c": c, "n": 3, "model": model, "xs": [c, 1]})
+    r = probe_report.frame_report({"a": a, "b": b, "bT": bT, "c": c, "n": 3, "model": model, "xs": [c, 1]})
     assert r["total_bytes"] == storage_bytes(a) + storage_bytes(c) + sum(
         storage_bytes(p) for p in model.parameters()
     )
@@ -191,7 +191,7 @@ def test_process_report_names_the_leaks() -> None:
     stale.sum().backward()
     stale.requires_grad_(False)
 
-    r = probe.process_report(top=10_000, ns=locals())
+    r = probe_report.process_report(top=10_000, ns=locals())
 
     # The report is process-wide: other tests' leftovers may be findings too, so pick ours.
     def finding(kind: str, key: str, name: str) -> dict:
@@ -217,13 +217,13 @@ def test_process_report_one_graph_is_not_a_leak() -> None:
     out = w * 2
     loss = out.sum()
     pair = [out, loss]  # same graph: not a "kept alive across iterations" pattern
-    r = probe.process_report()
+    r = probe_report.process_report()
     assert pair and not [f for f in r["findings"] if f.get("container") == "pair"]
 
 
 def test_process_report_counts_live_tensors() -> None:
     keep = [torch.empty(2) for _ in range(1000)]
-    r = probe.process_report()
+    r = probe_report.process_report()
     assert r["tensor_count"] >= len(keep)
     assert r["tensor_count"] == live_tensor_count()
 
@@ -239,11 +239,11 @@ def test_probe_changes_nothing() -> None:
     grad_mode = torch.is_grad_enabled()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        probe.describe_json(a)
-        probe.describe_json(y)
-        probe.describe_json(v)
-        probe.frame_report_json({"a": a, "y": y, "v": v})
-        probe.process_report_json(ns=ns)
+        probe_describe.describe_json(a)
+        probe_describe.describe_json(y)
+        probe_describe.describe_json(v)
+        probe_report.frame_report_json({"a": a, "y": y, "v": v})
+        probe_report.process_report_json(ns=ns)
     assert caught == []
     assert [sys.getrefcount(t) for t in (a, y, v)] == before_refs
     assert [t._version for t in (a, y, v)] == before_versions
@@ -258,39 +258,55 @@ def test_probe_changes_nothing() -> None:
     assert a.grad is not None
 
 
-def test_probe_source_is_standalone() -> None:
-    src = Path(probe.__file__).read_text()
-    tree = ast.parse(src)
-    imported = {
-        (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+STDLIB_IMPORTS = {"__future__", "gc", "heapq", "json", "sys", "types", "typing", "socket",
+                  "collections", "functools", "itertools", "operator"}
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    return {
+        (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]  # type: ignore[union-attr]
         for n in ast.walk(tree)
         if isinstance(n, (ast.Import, ast.ImportFrom))
         for a in (n.names if isinstance(n, ast.Import) else [n])  # type: ignore[attr-defined]
     }
-    assert imported <= {"__future__", "gc", "heapq", "json", "sys", "types", "typing", "socket",
-                        "collections", "functools", "itertools", "operator"}
+
+
+@pytest.mark.parametrize("path", probe_parts.FILES, ids=lambda p: Path(p).name)
+def test_probe_parts_import_only_the_standard_library_in_the_target(path: str) -> None:
+    tree = ast.parse(Path(path).read_text())
+    guarded = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "__name__ != '_stridelens_probe'"]
+    rest = [n for n in tree.body if n not in guarded]
+    assert _imports(ast.Module(body=rest, type_ignores=[])) <= STDLIB_IMPORTS
+    # In-process only: the other parts take the first one's names from it.
+    for g in guarded:
+        assert all(isinstance(n, ast.ImportFrom) and n.module == "stridelens.inspector.probe" for n in g.body)
+    assert bool(guarded) == (path != probe.__file__)
 
 
 def test_probe_in_target_without_torch() -> None:
-    src = Path(probe.__file__).read_text()
+    # -S: no site-packages, so neither torch nor stridelens can be imported by the parts.
     code = (
         "import sys, types\n"
         "m = types.ModuleType('_stridelens_probe')\n"
-        f"exec(compile({src!r}, '<stridelens-probe>', 'exec'), m.__dict__)\n"
+        f"for src, filename in {probe_parts.sources()!r}:\n"
+        "    exec(compile(src, filename, 'exec'), m.__dict__)\n"
         "print(m.process_report_json())\n"
-        "print('torch' in sys.modules)\n"
+        "print(m.describe_json(1))\n"
+        "print('torch' in sys.modules, 'stridelens' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    first, second = out.stdout.splitlines()
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    first, second, third = out.stdout.splitlines()
     assert json.loads(first) == {"ok": False, "error": "the target process has not imported torch"}
-    assert second == "False"
+    assert json.loads(second) == {"ok": False, "error": "the target process has not imported torch"}
+    assert third == "False False"
 
 
 def test_a_view_of_an_unnamed_base_is_named_after_the_tensor_covering_it() -> None:
     grid = torch.arange(12.0).reshape(3, 4)  # itself a view of the unnamed arange result
     grid_t = grid.t()
     window = grid[1:, 1:3]
-    r = probe.frame_report({"grid": grid, "grid_t": grid_t, "window": window})
+    r = probe_report.frame_report({"grid": grid, "grid_t": grid_t, "window": window})
     (g,) = r["groups"]
     members = {m["name"]: m for m in g["tensors"]}
     assert members["grid_t"]["view_of"] == "grid" and members["window"]["view_of"] == "grid"
@@ -298,7 +314,7 @@ def test_a_view_of_an_unnamed_base_is_named_after_the_tensor_covering_it() -> No
     assert "grid_t is a view of grid at offset 0" in g["summary"]
     # Half of the base is not the base: `tail` is not called a view of `head`.
     head = torch.arange(12.0)[:6]
-    r = probe.frame_report({"head": head, "tail": head[1:]})
+    r = probe_report.frame_report({"head": head, "tail": head[1:]})
     members = {m["name"]: m for m in r["groups"][0]["tensors"]}
     assert members["tail"]["view_of"] is None
 
@@ -307,7 +323,7 @@ def test_describe_names_the_base_in_the_frame() -> None:
     grid = torch.arange(12.0).reshape(3, 4)
     x = torch.zeros(4, 4)
     frame = {"grid": grid, "x": x}
-    assert probe.describe_expr("grid.t()", frame, frame)["base"]["name"] == "grid"  # covers the base
-    assert probe.describe_expr("x[1:]", frame, frame)["base"]["name"] == "x"  # is the base
-    assert probe.describe_expr("grid", frame, frame)["base"]["name"] is None  # not itself
-    assert probe.describe_expr("x", frame, frame)["base"] is None
+    assert probe_describe.describe_expr("grid.t()", frame, frame)["base"]["name"] == "grid"  # covers the base
+    assert probe_describe.describe_expr("x[1:]", frame, frame)["base"]["name"] == "x"  # is the base
+    assert probe_describe.describe_expr("grid", frame, frame)["base"]["name"] is None  # not itself
+    assert probe_describe.describe_expr("x", frame, frame)["base"] is None

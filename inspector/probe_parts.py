@@ -1,0 +1,19 @@
+"""The probe's parts, for whoever puts the probe into a target: the files that run, in this order,
+in one private module there (`probe.PRIVATE_NAME`). See probe.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stridelens.inspector import probe, probe_describe, probe_report
+
+PARTS = (probe, probe_describe, probe_report)
+# Files whose frames are the probe's own (a gc referrer in one of them is not a user's name).
+FILES = tuple(part.__file__ for part in PARTS)
+
+
+def sources() -> list[tuple[str, str]]:
+    """(source, filename) of each part, in running order. The filenames start with
+    "<stridelens", which is how the probe tells its own frames from the user's in the target."""
+    return [(Path(path).read_text(encoding="utf-8"), f"<stridelens-{Path(path).stem.replace('_', '-')}>")
+            for path in FILES]
