@@ -25,9 +25,18 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# mypy checks the package as it is imported (`stridelens.server...`): the folders are mapped to
+# import names by pyproject's package-dir, which mypy cannot read, so a tree of links under
+# build/ gives it the same layout. Without it every `from stridelens...` import was unresolved
+# (Any) and no call across modules was checked.
+MYPY_TREE := build/mypy-path/stridelens
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy server inspector
+	rm -rf $(MYPY_TREE) && mkdir -p $(MYPY_TREE)
+	ln -s ../../../server/_root/__init__.py ../../../server/_root/__main__.py ../../../server/_root/i18n \
+		../../../server ../../../inspector $(MYPY_TREE)/
+	MYPYPATH=build/mypy-path $(VENV)/bin/mypy -p stridelens
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -107,7 +107,8 @@ def output_cache_findings(shell: Any, min_bytes: int) -> list[dict[str, Any]]:
         return []
 
     # Every live tensor on those storages must be one of them or one of their bases.
-    keys = {id(t): probe._storage(t)[0] for t in only_cache}
+    storages = {id(t): st for t in only_cache if (st := probe._storage(t)) is not None}
+    keys = {i: st[0] for i, st in storages.items()}
     wanted = set(keys.values())
     bases = {id(t._base) for t in only_cache if t._base is not None}
     cache_ids = set(keys)
@@ -156,13 +157,13 @@ def output_cache_findings(shell: Any, min_bytes: int) -> list[dict[str, Any]]:
 
     by_key: dict[str, dict[str, Any]] = {}
     for t in only_cache:
-        key = keys[id(t)]
-        if key in spoiled:
+        storage_key = keys.get(id(t))
+        if storage_key is None or storage_key in spoiled:
             continue
-        f = by_key.get(key)
+        f = by_key.get(storage_key)
         if f is None:
-            st = probe._storage(t)
-            f = by_key[key] = {"kind": "output_cache", "storage_key": key, "device": st[2],
+            st = storages[id(t)]
+            f = by_key[storage_key] = {"kind": "output_cache", "storage_key": storage_key, "device": st[2],
                                "bytes": st[1], "names": []}
         f["names"].extend(n for n in held[id(t)] if n not in f["names"])
     findings = []

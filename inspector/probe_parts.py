@@ -4,12 +4,20 @@ in one private module there (`probe.PRIVATE_NAME`). See probe.py."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 from stridelens.inspector import probe, probe_describe, probe_report
 
+
+def _source_file(module: ModuleType) -> str:
+    if module.__file__ is None:  # only a frozen or namespace module has none; stridelens is neither
+        raise RuntimeError(f"{module.__name__} has no source file to inject")
+    return module.__file__
+
+
 PARTS = (probe, probe_describe, probe_report)
 # Files whose frames are the probe's own (a gc referrer in one of them is not a user's name).
-FILES = tuple(part.__file__ for part in PARTS)
+FILES = tuple(map(_source_file, PARTS))
 
 
 def sources() -> list[tuple[str, str]]:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 
 class UserCallsMixin:
+    _outer_site: ast.AST | None  # the outermost concrete call site (see Interpreter.__init__)
+
     # --------------------------------------------------------------- functions
     def _annotation_is_tensor(self: Interpreter, annotation: ast.expr | None) -> bool:
         if annotation is None:

@@ -102,7 +102,8 @@ class ExpressionsMixin:
             parts.append(value.value if isinstance(value, Const) else None)
         if all(isinstance(v, Const) for v in symbolic):
             return Const(slice(*parts))
-        return SymSlice(*symbolic)
+        # Not a Value of the union: a symbolic slice only ever reaches the subscript that reads it.
+        return SymSlice(*symbolic)  # type: ignore[return-value]
 
     def expr_IfExp(self: Interpreter, node: ast.IfExp, scope: Scope) -> Value:
         test = self.eval(node.test, scope)
@@ -451,8 +452,8 @@ class ExpressionsMixin:
                     return receiver
                 method = receiver.cls.methods.get(name)
                 if method is not None and exact:
-                    result = self.call_concrete(method, receiver, args, kwargs, scope, node)
-                    return UNKNOWN if result is None else result
+                    returned = self.call_concrete(method, receiver, args, kwargs, scope, node)
+                    return UNKNOWN if returned is None else returned
                 return UNKNOWN
             return UNKNOWN
         callee = self.eval(func, scope)
@@ -464,14 +465,14 @@ class ExpressionsMixin:
         if isinstance(callee, ClassInfo):
             return InstanceValue(callee)
         if isinstance(callee, FunctionValue) and exact:
-            result = self.call_concrete(callee.node, None, args, kwargs, scope, node)
-            return UNKNOWN if result is None else result
+            returned = self.call_concrete(callee.node, None, args, kwargs, scope, node)
+            return UNKNOWN if returned is None else returned
         if isinstance(callee, InstanceValue) and callee.cls.is_module:
             forward = callee.cls.methods.get("forward")
             if forward is not None and exact:
-                result = self.call_concrete(forward, callee, args, kwargs, scope, node)
-                if result is not None:
-                    return result
+                returned = self.call_concrete(forward, callee, args, kwargs, scope, node)
+                if returned is not None:
+                    return returned
             return self.call_user_module(callee, args, scope)
         if isinstance(func, ast.Name) and callee is UNKNOWN and scope.lookup(func.id) is None:
             return self.call_builtin(func.id, args)

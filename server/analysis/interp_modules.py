@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 
 class ModulesMixin:
+    _current_node: ast.AST | None  # see TorchCallsMixin
+    _current_scope: Scope | None
+
     def make_module(
         self: Interpreter, path: str, leaf: str, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call
     ) -> Value:

@@ -47,6 +47,11 @@ if TYPE_CHECKING:
 
 
 class TorchCallsMixin:
+    # The call being replayed, for replay events (declared here: mypy takes a mixin's first
+    # assignment for the attribute's type).
+    _current_node: ast.AST | None
+    _current_scope: Scope | None
+
     def _unknown_result(self: Interpreter, tensor: TensorFact, name: str) -> Value:
         if name in api.SCALAR_METHODS:
             return UNKNOWN

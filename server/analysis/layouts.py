@@ -91,7 +91,7 @@ def differs(a: Size, b: Size) -> bool:
     inf = False
     pos_inf = neg_inf = False
     for m, c in d.terms:
-        low, high, unbounded = _term_bounds(m, abs(c))
+        low, high, unbounded = _term_bounds(m, sz.Fraction(c if c > 0 else -c))
         if c > 0:
             pos_low += low
             pos_high += high
@@ -466,7 +466,7 @@ def split_sizes(size: Size, split: Size) -> list[Size]:
     if isinstance(size, int) and isinstance(split, int):
         if split <= 0:
             raise ValueError("split_size must be positive")
-        pieces = [split] * (size // split)
+        pieces: list[Size] = [split] * (size // split)
         if size % split:
             pieces.append(size % split)
         return pieces or [0]
@@ -480,8 +480,8 @@ def chunk_sizes(size: Size, chunks: int) -> list[Size]:
     if chunks <= 0:
         raise ValueError("chunk expects `chunks` to be greater than 0")
     if isinstance(size, int):
-        each = -(-size // chunks) if size else 0
-        return split_sizes(size, each) if each else [0]
+        per_chunk = -(-size // chunks) if size else 0
+        return split_sizes(size, per_chunk) if per_chunk else [0]
     each = sz.exact_div(size, chunks)
     if each is None or (isinstance(each, SymExpr) and any(c.denominator != 1 for _, c in each.terms)):
         raise Undecided

@@ -218,7 +218,7 @@ class SymbolicOps(ModuleOutputs):
             storage, is_view, view_of = None, None, None
         return new_fact(
             shape=tuple(layout.shape) if all_ints else None,
-            strides=tuple(layout.strides) if strides_int and all_ints else None,
+            strides=tuple(layout.strides) if layout.strides is not None and strides_int and all_ints else None,
             storage_offset=layout.offset if isinstance(layout.offset, int) and all_ints and strides_int else None,
             dtype=like.dtype if dtype is True else (dtype or None),
             device=like.device,
@@ -342,10 +342,10 @@ class SymbolicOps(ModuleOutputs):
             return self._split(tensor, layout, name, args, kwargs, scope)
         if name == "narrow":
             d = self._dim_arg(args, kwargs, 0)
-            start, length = (self.size_of(args[1]), self.size_of(args[2])) if len(args) == 3 else (None, None)
-            if d is None or start is None or length is None:
+            begin, length = (self.size_of(args[1]), self.size_of(args[2])) if len(args) == 3 else (None, None)
+            if d is None or begin is None or length is None:
                 return None
-            return view(lay.narrow(layout, d, start, length))
+            return view(lay.narrow(layout, d, begin, length))
         if name == "select":
             d = self._dim_arg(args, kwargs, 0)
             index = self._dim_arg(args, kwargs, 1, "index")
@@ -519,9 +519,9 @@ class SymbolicOps(ModuleOutputs):
 
     # ------------------------------------------------------------------ several inputs
     def elementwise(self, tensors: list[TensorFact], scope: Any, dtype: str | bool | None = True) -> TensorFact | None:
-        if any(t.sym is None and t.shape is None for t in tensors):
+        shapes = [s for s in map(_shape, tensors) if s is not None]
+        if len(shapes) != len(tensors):
             return None
-        shapes = [t.sym.shape if t.sym is not None else t.shape for t in tensors]
         try:
             shape = lay.broadcast_shapes(*shapes)
         except (Undecided, ValueError):
@@ -530,8 +530,7 @@ class SymbolicOps(ModuleOutputs):
         return self.fresh(shape, like, tensors, scope, dtype=dtype if dtype is not True else _result_dtype(tensors), contiguous="inherit")
 
     def matmul(self, a: TensorFact, b: TensorFact, scope: Any) -> TensorFact | None:
-        sa = a.sym.shape if a.sym is not None else a.shape
-        sb = b.sym.shape if b.sym is not None else b.shape
+        sa, sb = _shape(a), _shape(b)
         if sa is None or sb is None:
             return None
         if sa and sb:
@@ -568,7 +567,7 @@ class SymbolicOps(ModuleOutputs):
             return None
         if leaf == "linear" and len(args) >= 2 and isinstance(args[1], TensorFact):
             weight = args[1]
-            w_shape = weight.sym.shape if weight.sym is not None else weight.shape
+            w_shape = _shape(weight)
             if w_shape is None or len(w_shape) != 2 or not isinstance(first, TensorFact):
                 return None
             return self.linear(first, w_shape[0], [t for t in [*args, *kwargs.values()] if isinstance(t, TensorFact)], scope, w_shape[1])
@@ -601,9 +600,9 @@ class SymbolicOps(ModuleOutputs):
 
     def _cat(self, leaf: str, seq: SeqValue, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
         items = [i for i in seq.items if isinstance(i, TensorFact)]
-        if len(items) != len(seq.items) or not items or any(i.sym is None and i.shape is None for i in items):
+        shapes = [s for s in map(_shape, items) if s is not None]
+        if len(items) != len(seq.items) or not items or len(shapes) != len(items):
             return None
-        shapes = [i.sym.shape if i.sym is not None else i.shape for i in items]
         dim = self._dim_arg(args, kwargs, 1, "dim", 0)
         if dim is None or len({len(s) for s in shapes}) != 1:
             return None
@@ -698,6 +697,11 @@ class SymbolicOps(ModuleOutputs):
             n = self.size_of(args[0])
             return (n,) if isinstance(n, SymExpr) else None
         return None
+
+
+def _shape(t: TensorFact) -> tuple[Size, ...] | None:
+    """A tensor's shape: the symbolic one where it has one, else the exact one (or None)."""
+    return t.sym.shape if t.sym is not None else t.shape
 
 
 def _result_dtype(tensors: list[TensorFact]) -> str | None:

@@ -21,16 +21,25 @@ _COMMANDS = ("explain", "serve", "check", "rule", "inspect")
 
 def _register(commands: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
     if name == "explain":
-        from stridelens.server.cli import explain_command as module
+        from stridelens.server.cli import explain_command
+
+        explain_command.register(commands)
     elif name == "serve":
-        from stridelens.server.cli import serve_command as module
+        from stridelens.server.cli import serve_command
+
+        serve_command.register(commands)
     elif name == "check":
-        from stridelens.server.cli import check_command as module
+        from stridelens.server.cli import check_command
+
+        check_command.register(commands)
     elif name == "rule":
-        from stridelens.server.cli import rule_command as module
+        from stridelens.server.cli import rule_command
+
+        rule_command.register(commands)
     else:
-        from stridelens.inspector import cli as module
-    module.register(commands)
+        from stridelens.inspector import cli as inspect_command
+
+        inspect_command.register(commands)
     # Every command takes `--lang` after its name (`stridelens check --lang zh-CN ...`).
     commands.choices[name].add_argument(
         "--lang",

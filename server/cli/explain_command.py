@@ -86,8 +86,8 @@ def render_text(spec: str, explanation: Explanation) -> str:
             count = len(explanation.items)
             lines.append(ntr("  a tuple of {n} tensor:", "  a tuple of {n} tensors:", count).format(n=count))
             for i, item in enumerate(explanation.items):
-                shape = tuple(item.shape) if item is not None and item.shape is not None else "?"
-                lines.append(tr("    [{index}] shape {shape}").format(index=i, shape=shape))
+                item_shape = tuple(item.shape) if item is not None and item.shape is not None else "?"
+                lines.append(tr("    [{index}] shape {shape}").format(index=i, shape=item_shape))
         else:
             lines.append(tr("  nothing known: not a tensor the analysis can follow here"))
         return "\n".join(lines)

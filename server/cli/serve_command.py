@@ -35,6 +35,11 @@ def register(commands: Any) -> None:
         help=tr("allow --tcp on a non-loopback address (anyone who can reach it can read your code)"),
     )
     sub.add_argument("--log-file", metavar="PATH", help=tr("write the server's log to PATH"))
+    sub.add_argument(
+        "--log-messages",
+        action="store_true",
+        help=tr("with --log-file: also log every LSP message, in full (large: a publish can be 100 KB)"),
+    )
     sub.set_defaults(handler=run)
 
 
@@ -78,6 +83,9 @@ def parse_address(spec: str, allow_remote: bool = False) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.log_messages and not args.log_file:
+        print(tr("stridelens serve: --log-messages needs --log-file PATH"), file=sys.stderr)
+        return 2
     if args.tcp:
         try:
             host, port = parse_address(args.tcp, args.allow_remote)
@@ -87,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
         with collector.paused():  # the server's imports leave no garbage to look for
             from stridelens.server.lsp.server import serve_tcp
 
-        return serve_tcp(host, port, args.log_file)
+        return serve_tcp(host, port, args.log_file, args.log_messages)
     with collector.paused():
         from stridelens.server.lsp.server import serve_stdio
 
-    return serve_stdio(args.log_file)
+    return serve_stdio(args.log_file, args.log_messages)

@@ -49,8 +49,8 @@ def suppress_edit(line_text: str, line0: int, code: str, enc: Encoding) -> types
     """Add `code` to the line's `# noqa: ...`, or append `  # noqa: CODE`."""
     match = NOQA.search(line_text) if "#" in line_text else None
     if match is not None and match.group("codes"):
-        end = match.end("codes")
-        pos = types.Position(line=line0, character=enc.from_char(line_text, end))
+        codes_end = match.end("codes")
+        pos = types.Position(line=line0, character=enc.from_char(line_text, codes_end))
         return types.TextEdit(range=types.Range(start=pos, end=pos), new_text=f", {code}")
     stripped = re.sub(r"\s+$", "", line_text)
     start = types.Position(line=line0, character=enc.from_char(line_text, len(stripped)))

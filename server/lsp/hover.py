@@ -233,12 +233,12 @@ def _card(
     col = enc.to_char(text, character)
     noqa = noqa_hover(text, col)
     if noqa is not None:
-        card, begin, end = noqa
+        noqa_card, begin, end = noqa
         rng = types.Range(
             start=types.Position(line=line0, character=enc.from_char(text, begin)),
             end=types.Position(line=line0, character=enc.from_char(text, end)),
         )
-        return card, rng
+        return noqa_card, rng
     if analysis.line_is_broken(line0 + 1) is not None:
         return None
     op = operation_at(analysis, line0 + 1, col)

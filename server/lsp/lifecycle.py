@@ -20,18 +20,25 @@ import threading
 import time
 
 
-def configure_logging(log_file: str | None, verbose: bool = False) -> None:
-    root = logging.getLogger("pygls")
+def configure_logging(log_file: str | None, messages: bool = False) -> None:
+    """Our log lines (one per analysis, torch's import, problems) go to `log_file` at INFO.
+    pygls writes every message body it sends at INFO (a whole diagnostics payload per publish,
+    ~90 KB for a 3,000-line file), so its loggers stay at WARNING unless `messages` asks for
+    the LSP traffic, which they then log in full (DEBUG)."""
+    pygls_logger = logging.getLogger("pygls")
     ours = logging.getLogger("stridelens")
-    for logger in (root, ours):
+    handler: logging.Handler
+    if log_file:
+        handler = logging.FileHandler(log_file, encoding="utf-8")  # one file handle for both loggers
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        levels = (logging.DEBUG if messages else logging.WARNING, logging.INFO)
+    else:
+        handler = logging.NullHandler()
+        levels = (logging.WARNING, logging.WARNING)
+    for logger, level in zip((pygls_logger, ours), levels, strict=True):
         logger.propagate = False
         logger.handlers.clear()
-        if log_file:
-            handler: logging.Handler = logging.FileHandler(log_file, encoding="utf-8")
-            handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-            logger.setLevel(logging.DEBUG if verbose else logging.INFO)
-        else:
-            handler = logging.NullHandler()
+        logger.setLevel(level)
         logger.addHandler(handler)
 
 

@@ -127,8 +127,8 @@ def build_server() -> StridelensServer:
             return []
         if cell is not None:  # quick fixes only, as edits of the cell
             program_params = notebooks.params_into_program(params, uri, cell)
-            found = code_actions.code_actions(state.uri, state.lines, ls.encoding, program_params, state.published_diagnostics)
-            return notebooks.actions_into_cell(found, uri, cell)
+            fixes = code_actions.code_actions(state.uri, state.lines, ls.encoding, program_params, state.published_diagnostics)
+            return notebooks.actions_into_cell(fixes, uri, cell)
         actions = code_actions.code_actions(
             state.uri, state.lines, ls.encoding, params, state.published_diagnostics
         )
@@ -218,9 +218,9 @@ def build_server() -> StridelensServer:
     return server
 
 
-def _ready_server(log_file: str | None) -> StridelensServer:
+def _ready_server(log_file: str | None, log_messages: bool = False) -> StridelensServer:
     """The server, with logging, memory tracing and the collector set up for a long run."""
-    lifecycle.configure_logging(log_file)
+    lifecycle.configure_logging(log_file, log_messages)
     collector.collect_less_often()  # before the converter's ~560 type resolutions, too
     server = build_server()
     generated_code_cache.save()  # lsprotocol's classes are defined: keep their compiled code
@@ -229,8 +229,8 @@ def _ready_server(log_file: str | None) -> StridelensServer:
     return server
 
 
-def serve_stdio(log_file: str | None = None) -> int:
-    server = _ready_server(log_file)
+def serve_stdio(log_file: str | None = None, log_messages: bool = False) -> int:
+    server = _ready_server(log_file, log_messages)
     try:
         server.start_io()
     except StreamLost as err:
@@ -240,8 +240,8 @@ def serve_stdio(log_file: str | None = None) -> int:
     return 1
 
 
-def serve_tcp(host: str, port: int, log_file: str | None = None) -> int:
-    server = _ready_server(log_file)
+def serve_tcp(host: str, port: int, log_file: str | None = None, log_messages: bool = False) -> int:
+    server = _ready_server(log_file, log_messages)
     try:
         server.start_tcp(host, port)
     except StreamLost as err:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -307,7 +308,7 @@ class StridelensServer(LanguageServer):
     async def _checked(self, snap: Snapshot) -> Snapshot:
         """`snap`, its findings chosen again if the settings changed while it ran."""
         while snap.settings != self.settings:
-            snap = await self.worker.run_fast(lambda s=snap: self._check(s))
+            snap = await self.worker.run_fast(functools.partial(self._check, snap))
         return snap
 
     async def _recheck(self, state: DocState) -> None:

@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import cast
 
 from stridelens.server.analysis import Analysis, TensorFact
 from stridelens.server.analysis.values import InstanceValue, ModuleValue, TorchRef
@@ -333,9 +334,10 @@ def enclosing_stmt(index: Index, node: ast.AST) -> ast.stmt | None:
     return current
 
 
-def enclosing_scope(index: Index, node: ast.AST) -> ast.AST | None:
+def enclosing_scope(index: Index, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | None:
     """The function (or None for module level) whose body holds `node`."""
-    return enclosing(index, node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    found = enclosing(index, node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    return cast("ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | None", found)  # one of those kinds
 
 
 def walk_scope(node: ast.AST) -> Iterator[ast.AST]:

@@ -53,8 +53,8 @@ def _own_method(analysis: Analysis, call: ast.Call, receiver: ast.expr) -> ast.F
     return node if isinstance(index.parents.get(node), ast.ClassDef) else None
 
 
-def _overrides_call(cls: ast.ClassDef | None) -> bool:
-    return cls is not None and any(
+def _overrides_call(cls: ast.AST | None) -> bool:
+    return isinstance(cls, ast.ClassDef) and any(
         isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__call__" for s in cls.body
     )
 

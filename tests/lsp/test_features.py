@@ -183,6 +183,26 @@ async def test_a_rule_turned_off_later_reuses_the_analysis(tmp_path: Path) -> No
         await stop_session(client)
 
 
+@pytest.mark.parametrize("messages", [False, True], ids=["log-file", "log-messages"])
+async def test_the_log_has_our_lines_and_the_lsp_traffic_only_when_asked(tmp_path: Path, messages: bool) -> None:
+    path = tmp_path / "view_vs_reshape.py"
+    path.write_text(VIEW, encoding="utf-8")
+    log = tmp_path / "server.log"
+    args = ["--log-file", str(log), *(["--log-messages"] if messages else [])]
+    client, lsp = await start_session(root=tmp_path, server_args=args)
+    try:
+        uri = path.as_uri()
+        lsp.open(uri, VIEW)
+        await lsp.wait_analyzed(uri, exact=True)
+        assert "SL101" in {str(d.code) for d in lsp.diagnostics(uri)}
+    finally:
+        await stop_session(client)
+    text = log.read_text(encoding="utf-8")
+    assert analyses_logged(log, path.name) == ["symbolic", "exact"]
+    # The messages sent (the diagnostics published) are in the log only with --log-messages.
+    assert ("textDocument/publishDiagnostics" in text) is messages
+
+
 async def test_pyproject_ignore(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.stridelens]\nignore = ["SL101"]\n', encoding="utf-8")
     path = tmp_path / "model.py"

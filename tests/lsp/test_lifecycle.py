@@ -156,6 +156,12 @@ def test_tcp_refuses_bad_or_remote_addresses(address: str) -> None:
     assert "stridelens serve:" in proc.stderr
 
 
+def test_log_messages_without_a_log_file_is_a_usage_error() -> None:
+    proc = subprocess.run([*SERVER, "--log-messages"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--log-messages needs --log-file PATH" in proc.stderr
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
