@@ -266,14 +266,7 @@ def _saved_names(node: Any, probe: Any, tensor_type: type) -> dict[tuple[Any, ..
 def graph_tree(expr: str, globs: dict[str, Any], locs: dict[str, Any]) -> dict[str, Any]:
     torch = _torch()
     probe = _probe()
-    try:
-        code = compile(expr, "<stridelens-expr>", "eval")
-    except SyntaxError as e:
-        raise GradsError(N_("not a Python expression: {expr} ({error})").format(expr=repr(expr), error=e.msg)) from None
-    try:
-        value = eval(code, globs, locs)
-    except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
-        raise GradsError(N_("the expression raised {error}").format(error=f"{type(e).__name__}: {e}")) from None
+    value = probe._evaluate(expr, globs, locs, GradsError)
     try:
         if not isinstance(value, torch.Tensor):
             raise GradsError(N_("not a tensor: the expression is a {type}").format(

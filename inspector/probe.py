@@ -443,6 +443,19 @@ def setup() -> dict[str, Any]:
     }
 
 
+def _evaluate(expr: str, globs: dict[str, Any], locs: dict[str, Any], error: type[Exception] = ProbeError) -> Any:
+    """The value of the user's expression in the stopped frame. One that does not parse or that
+    raises is an `error` with a message, never a traceback into the user's process."""
+    try:
+        code = compile(expr, "<stridelens-expr>", "eval")
+    except SyntaxError as e:
+        raise error(N_("not a Python expression: {expr} ({error})").format(expr=repr(expr), error=e.msg)) from None
+    try:
+        return eval(code, globs, locs)
+    except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
+        raise error(N_("the expression raised {error}").format(error=f"{type(e).__name__}: {e}")) from None
+
+
 def _json(fn: Any, *args: Any, **kwargs: Any) -> str:
     try:
         return _ENCODE({"ok": True, "result": fn(*args, **kwargs)})

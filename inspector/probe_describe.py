@@ -24,6 +24,7 @@ if __name__ != "_stridelens_probe":
         N_,
         ProbeError,
         _custom_saved_tensors,
+        _evaluate,
         _graph_saved_bytes,
         _human,
         _json_text,
@@ -460,14 +461,7 @@ def describe_expr(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats:
 
 
 def _expr_card(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool) -> dict[str, Any]:
-    try:
-        code = compile(expr, "<stridelens-expr>", "eval")
-    except SyntaxError as e:
-        raise ProbeError(N_("not a Python expression: {expr} ({error})").format(expr=repr(expr), error=e.msg)) from None
-    try:
-        value = eval(code, globs, locs)
-    except Exception as e:  # noqa: BLE001 -- any error of the user's expression is reported
-        raise ProbeError(N_("the expression raised {error}").format(error=f"{type(e).__name__}: {e}")) from None
+    value = _evaluate(expr, globs, locs)
     try:
         d = _card(value, stats)
         if d.get("base") is not None:
