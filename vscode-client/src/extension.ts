@@ -6,6 +6,7 @@ import { ServerManager } from "./client";
 import { registerFallbackDebugger } from "./debug";
 import { checkStridelens, resolveInterpreter, runStridelens, setExtensionRoot } from "./interpreter";
 import { RuntimeController, StoppedFrame } from "./runtime/controller";
+import type { ProbePart } from "./runtime/probeClient";
 import { readReport, readStepDiff, ReportKind } from "./runtime/reports";
 import type { StaticFacts } from "./runtime/facts";
 import { MemoryPanel } from "./runtime/panel";
@@ -59,7 +60,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
     return p;
   };
-  const probeSource = () => inspectorSource("probe.py");
+  // The probe's parts, injected in this order into one module (stridelens.inspector.probe_parts).
+  const probeSource = async (): Promise<ProbePart[]> => {
+    const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
+    const info = manager?.info && manager.interpreter?.path === python ? manager.info : await checkStridelens(python);
+    const files = (info.probeFiles ?? [info.probeFile]).map((f) => nodePath.basename(f));
+    return Promise.all(files.map(async (file) => ({
+      filename: `<stridelens-${file.replace(/\.py$/, "").replace(/_/g, "-")}>`,
+      source: await inspectorSource(file),
+    })));
+  };
   // The memory panel's report sections, analysed by the same code as `stridelens inspect`
   // (through the launcher; no torch import there).
   const analyze = async (kind: ReportKind, raw: unknown): Promise<unknown> => {

@@ -7,7 +7,7 @@ import * as l10n from "@vscode/l10n";
 import * as fs from "node:fs";
 import type { Describe, FrameReport, Member, StaticFacts } from "./facts";
 import { containerText, factName, hoverMarkdown, inlineText, joinInline } from "./format";
-import { NotStopped, ProbeClient, StopState } from "./probeClient";
+import { NotStopped, ProbeClient, ProbePart, StopState } from "./probeClient";
 import { expressionAt } from "./safety";
 import { placeBindings } from "./scope";
 
@@ -34,7 +34,7 @@ interface Tracked {
 
 export interface ControllerDeps {
   log: (msg: string) => void;
-  probeSource: () => Promise<string>;
+  probeSource: () => Promise<ProbePart[]>;
   staticFacts: (path: string, positions: { line: number; character: number }[]) => Promise<(StaticFacts | null)[] | undefined>;
   fromTarget: (texts: string[]) => Promise<string[]>; // the probe's English notes in the extension's language
 }

@@ -16,6 +16,11 @@ export interface InspectorModule {
   filename: string;
   source: () => Promise<string>;
 }
+/** One file of the probe: its source and the filename its code runs under in the debuggee. */
+export interface ProbePart {
+  source: string;
+  filename: string;
+}
 export const PIN_MIN_BYTES = 1 << 20;
 
 export class NotStopped extends Error {
@@ -38,7 +43,7 @@ export class ProbeClient {
   constructor(
     readonly session: vscode.DebugSession,
     readonly state: StopState,
-    private readonly probeSource: () => Promise<string>,
+    private readonly probeSource: () => Promise<ProbePart[]>,
     private readonly log: (msg: string) => void,
   ) {}
 
@@ -66,28 +71,34 @@ export class ProbeClient {
   }
 
   private async inject(frameId: number, epoch: number): Promise<void> {
-    await this.injectModule(PRIVATE_NAME, "<stridelens-probe>", await this.probeSource(), frameId, epoch);
+    await this.injectParts(PRIVATE_NAME, await this.probeSource(), frameId, epoch);
     this.target = await this.callRaw<Record<string, unknown>>("setup_json()", frameId, epoch);
     this.log(`debuggee: ${JSON.stringify(this.target)}`);
   }
 
-  /** Evaluate `src` into `sys.modules[name]` of the debuggee unless that exact source is there (as stridelens.inspector.session.inject). */
-  private async injectModule(name: string, filename: string, src: string, frameId: number, epoch: number): Promise<void> {
-    const digest = createHash("sha1").update(src, "utf8").digest("hex").slice(0, 16);
+  /**
+   * Evaluate each part, in order, into the one module `sys.modules[name]` of the debuggee, unless
+   * those exact sources are there (as stridelens.inspector.session.inject_parts: the same id).
+   */
+  private async injectParts(name: string, parts: ProbePart[], frameId: number, epoch: number): Promise<void> {
+    const digest = createHash("sha1").update(parts.map((p) => p.source).join("\0"), "utf8").digest("hex").slice(0, 16);
     const have = unquotePythonRepr(
       await this.evaluate(`getattr(__import__('sys').modules.get(${pythonString(name)}), 'SOURCE_ID', None)`, frameId, epoch),
     );
     if (have === digest) return;
-    src += `\nSOURCE_ID = ${pythonString(digest)}\n`;
+    // The id goes in last: a part that fails leaves the module without it, so the next inject retries.
+    const last = parts.length - 1;
+    const items = parts.map((p, i) =>
+      `(${pythonString(i === last ? `${p.source}\nSOURCE_ID = ${pythonString(digest)}\n` : p.source)}, ${pythonString(p.filename)})`);
     const t0 = Date.now();
     // One expression: a multi-statement snippet would leave temporaries in the user's globals.
     await this.evaluate(
-      `exec(compile(${pythonString(src)}, ${pythonString(filename)}, 'exec'), ` +
-        `__import__('sys').modules.setdefault(${pythonString(name)}, __import__('types').ModuleType(${pythonString(name)})).__dict__)`,
+      `[exec(compile(src, filename, 'exec'), d) for d in [__import__('sys').modules.setdefault(${pythonString(name)}, ` +
+        `__import__('types').ModuleType(${pythonString(name)})).__dict__] for src, filename in [${items.join(", ")}]] and None`,
       frameId,
       epoch,
     );
-    this.log(`${filename} injected into the debuggee (${Date.now() - t0} ms)`);
+    this.log(`${parts.map((p) => p.filename).join(", ")} injected into the debuggee (${Date.now() - t0} ms)`);
   }
 
   /**
@@ -100,7 +111,7 @@ export class ProbeClient {
     for (const m of modules) {
       let done = this.modules.get(m.name);
       if (!done) {
-        done = (async () => this.injectModule(m.name, m.filename, await m.source(), frameId, epoch))();
+        done = (async () => this.injectParts(m.name, [{ source: await m.source(), filename: m.filename }], frameId, epoch))();
         done.catch(() => this.modules.delete(m.name));
         this.modules.set(m.name, done);
       }
