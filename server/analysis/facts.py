@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stridelens.i18n import N_, tr
+
+if TYPE_CHECKING:
+    from stridelens.server.analysis.sizes import Size
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,11 @@ class TensorFact:
     def layout_text(self) -> RenderedLayout | None:
         """`rendered`, written out on first use."""
         return _written(self.rendered)
+
+    @property
+    def known_shape(self) -> tuple[Size, ...] | None:
+        """The shape as sizes: the symbolic layout's where the fact has one, else the exact one."""
+        return self.sym.shape if self.sym is not None else self.shape  # type: ignore[no-any-return]
 
     @property
     def display_shape(self) -> tuple[int | str, ...] | None:

@@ -123,7 +123,7 @@ class SizesMixin:
                 if i + 1 >= len(steps) or not steps[i + 1].startswith("["):
                     return None
                 dim = int(steps[i + 1][1:-1])
-                shape = value.sym.shape if value.sym is not None else value.shape
+                shape = value.known_shape
                 if shape is None or not -len(shape) <= dim < len(shape):
                     return None
                 return self.symops.canon(shape[dim], equal)  # type: ignore[no-any-return]

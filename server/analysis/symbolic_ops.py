@@ -519,7 +519,7 @@ class SymbolicOps(ModuleOutputs):
 
     # ------------------------------------------------------------------ several inputs
     def elementwise(self, tensors: list[TensorFact], scope: Any, dtype: str | bool | None = True) -> TensorFact | None:
-        shapes = [s for s in map(_shape, tensors) if s is not None]
+        shapes = [s for t in tensors if (s := t.known_shape) is not None]
         if len(shapes) != len(tensors):
             return None
         try:
@@ -530,7 +530,7 @@ class SymbolicOps(ModuleOutputs):
         return self.fresh(shape, like, tensors, scope, dtype=dtype if dtype is not True else _result_dtype(tensors), contiguous="inherit")
 
     def matmul(self, a: TensorFact, b: TensorFact, scope: Any) -> TensorFact | None:
-        sa, sb = _shape(a), _shape(b)
+        sa, sb = a.known_shape, b.known_shape
         if sa is None or sb is None:
             return None
         if sa and sb:
@@ -567,7 +567,7 @@ class SymbolicOps(ModuleOutputs):
             return None
         if leaf == "linear" and len(args) >= 2 and isinstance(args[1], TensorFact):
             weight = args[1]
-            w_shape = _shape(weight)
+            w_shape = weight.known_shape
             if w_shape is None or len(w_shape) != 2 or not isinstance(first, TensorFact):
                 return None
             return self.linear(first, w_shape[0], [t for t in [*args, *kwargs.values()] if isinstance(t, TensorFact)], scope, w_shape[1])
@@ -600,7 +600,7 @@ class SymbolicOps(ModuleOutputs):
 
     def _cat(self, leaf: str, seq: SeqValue, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
         items = [i for i in seq.items if isinstance(i, TensorFact)]
-        shapes = [s for s in map(_shape, items) if s is not None]
+        shapes = [s for i in items if (s := i.known_shape) is not None]
         if len(items) != len(seq.items) or not items or len(shapes) != len(items):
             return None
         dim = self._dim_arg(args, kwargs, 1, "dim", 0)
@@ -697,11 +697,6 @@ class SymbolicOps(ModuleOutputs):
             n = self.size_of(args[0])
             return (n,) if isinstance(n, SymExpr) else None
         return None
-
-
-def _shape(t: TensorFact) -> tuple[Size, ...] | None:
-    """A tensor's shape: the symbolic one where it has one, else the exact one (or None)."""
-    return t.sym.shape if t.sym is not None else t.shape
 
 
 def _result_dtype(tensors: list[TensorFact]) -> str | None:
