@@ -164,7 +164,7 @@ def output_cache_findings(shell: Any, min_bytes: int) -> list[dict[str, Any]]:
         if f is None:
             st = storages[id(t)]
             f = by_key[storage_key] = {"kind": "output_cache", "storage_key": storage_key, "device": st[2],
-                               "bytes": st[1], "names": []}
+                                       "bytes": st[1], "names": []}
         f["names"].extend(n for n in held[id(t)] if n not in f["names"])
     findings = []
     for f in by_key.values():

@@ -365,15 +365,13 @@ def _named_tensors(ns: dict[str, Any]) -> tuple[list[tuple[str, Any]], dict[int,
 # ---------------------------------------------------------------- namespaces that name tensors
 
 
-# The probe's own modules: injected, its one private module; imported in-process, its parts.
-_OWN_MODULES = frozenset({PRIVATE_NAME, __name__, f"{__name__}_describe", f"{__name__}_report"})
-
-
 def _skip_frame(f: Any) -> bool:
     """A frame that is not the user's: the probe's own, the debugger's."""
     fn = f.f_code.co_filename
     name = f.f_globals.get("__name__")
-    return ((type(name) is str and name in _OWN_MODULES)
+    # Injected, the probe is one private module; imported in-process, its parts are named after
+    # this file (probe_describe, probe_report).
+    return ((type(name) is str and name.startswith((PRIVATE_NAME, __name__)))
             or "pydevd" in fn or "debugpy" in fn or fn.startswith("<stridelens"))
 
 

@@ -18,10 +18,11 @@ def _source_file(module: ModuleType) -> str:
 PARTS = (probe, probe_describe, probe_report)
 # Files whose frames are the probe's own (a gc referrer in one of them is not a user's name).
 FILES = tuple(map(_source_file, PARTS))
+# The filename each part's code runs under in the target. "<stridelens" is how the probe tells
+# its own frames from the user's there.
+FILENAMES = tuple(f"<stridelens-{Path(path).stem.replace('_', '-')}>" for path in FILES)
 
 
 def sources() -> list[tuple[str, str]]:
-    """(source, filename) of each part, in running order. The filenames start with
-    "<stridelens", which is how the probe tells its own frames from the user's in the target."""
-    return [(Path(path).read_text(encoding="utf-8"), f"<stridelens-{Path(path).stem.replace('_', '-')}>")
-            for path in FILES]
+    """(source, filename) of each part, in running order."""
+    return [(Path(path).read_text(encoding="utf-8"), filename) for path, filename in zip(FILES, FILENAMES, strict=True)]

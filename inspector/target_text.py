@@ -20,10 +20,11 @@ from pathlib import Path
 
 from stridelens import i18n
 from stridelens.i18n import tr
+from stridelens.inspector import probe_parts
 
-# The modules whose source runs in the target (injected or queued by gdb).
-PROBE_MODULES = ("probe", "probe_describe", "probe_report", "grads_probe", "diff_probe", "allocator_probe", "inplace_recorder",
-                 "rank_probe", "rank_launcher", "snapshot_boot")
+# The modules whose source runs in the target (injected or queued by gdb): the probe's parts first.
+PROBE_MODULES = (*(Path(f).stem for f in probe_parts.FILES), "grads_probe", "diff_probe", "allocator_probe",
+                 "inplace_recorder", "rank_probe", "rank_launcher", "snapshot_boot")
 _HERE = Path(__file__).resolve().parent
 
 

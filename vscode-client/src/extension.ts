@@ -64,11 +64,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const probeSource = async (): Promise<ProbePart[]> => {
     const python = manager?.interpreter?.path ?? (await resolveInterpreter()).path;
     const info = manager?.info && manager.interpreter?.path === python ? manager.info : await checkStridelens(python);
-    const files = (info.probeFiles ?? [info.probeFile]).map((f) => nodePath.basename(f));
-    return Promise.all(files.map(async (file) => ({
-      filename: `<stridelens-${file.replace(/\.py$/, "").replace(/_/g, "-")}>`,
-      source: await inspectorSource(file),
-    })));
+    const parts = info.probeParts ?? [[info.probeFile, "<stridelens-probe>"]];
+    return Promise.all(parts.map(async ([file, filename]) => ({ filename, source: await inspectorSource(nodePath.basename(file)) })));
   };
   // The memory panel's report sections, analysed by the same code as `stridelens inspect`
   // (through the launcher; no torch import there).

@@ -59,7 +59,7 @@ export interface StridelensInfo {
   bundle: string | null;
   importStrategy: string;
   probeFile: string;
-  probeFiles?: string[]; // the probe's parts in running order (absent: a stridelens whose probe is one file)
+  probeParts?: [string, string][]; // the probe's (file, filename in the debuggee), in running order
   torch: string | null; // the interpreter's torch (never bundled)
   debugpy: string | null; // the interpreter's own debugpy
   bundledDebugpy: string | null;

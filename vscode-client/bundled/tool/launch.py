@@ -40,12 +40,12 @@ def _find(name, path):
     return spec.origin if spec is not None else None
 
 
-def _probe_files(probe_file):
+def _probe_parts(probe_file):
     try:
         from stridelens.inspector import probe_parts
     except ImportError:  # a stridelens from before the probe was split: one file
-        return [probe_file]
-    return list(probe_parts.FILES)
+        return [[probe_file, "<stridelens-probe>"]]
+    return [list(part) for part in zip(probe_parts.FILES, probe_parts.FILENAMES)]
 
 
 def _importable(name):
@@ -105,8 +105,8 @@ def main():
             "bundle": LIBS if bundled else None,
             "importStrategy": strategy,
             "probeFile": probe.__file__,
-            # The files the probe is made of, in running order (probe.py first): see probe_parts.
-            "probeFiles": _probe_files(probe.__file__),
+            # The probe's files and the filenames they run under, in running order: see probe_parts.
+            "probeParts": _probe_parts(probe.__file__),
             # What the interpreter has of its own: torch is never bundled; debugpy is, but the
             # interpreter's copy (with its compiled speedups) is preferred for debugging.
             "torch": _find("torch", own_path),
