@@ -429,4 +429,23 @@ ENTRIES: dict[str, Callable[[dict[str, Any]], None]] = {
     "transformer_net": _transformer_net,
 }
 
+
+def _load_entry_modules() -> None:
+    """Entry points of further repositories live one module per repository in entries/,
+    each with `ENTRIES: dict[file name, entry]` (a name appears once in all of them)."""
+    import importlib
+    import pkgutil
+
+    from tests.realcode import entries
+
+    for info in sorted(pkgutil.iter_modules(entries.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{entries.__name__}.{info.name}")
+        for name, entry in module.ENTRIES.items():
+            if name in ENTRIES:
+                raise ValueError(f"{name}: two entry points ({info.name})")
+            ENTRIES[name] = entry
+
+
+_load_entry_modules()
+
 FILES = tuple(ENTRIES)
