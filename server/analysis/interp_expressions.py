@@ -238,6 +238,8 @@ class ExpressionsMixin:
             return value
         if isinstance(owner, TensorFact):
             return self.tensor_attribute(owner, attr, node, scope)
+        if isinstance(owner, SeqValue) and owner.kind == api.VALUES_INDICES and attr in ("values", "indices"):
+            return owner.items[attr == "indices"]  # `x.topk(k).values`
         if isinstance(owner, (Opaque, ModuleValue)):
             return self.attribute_value(owner, attr, node.value)
         return UNKNOWN

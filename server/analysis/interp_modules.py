@@ -11,6 +11,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from stridelens.server.analysis import replay as rp
+from stridelens.server.analysis import symbolic_einops as sym_einops
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.facts import TensorFact
 from stridelens.server.analysis.interp_support import (
@@ -73,6 +74,8 @@ class ModulesMixin:
         tensors = [a for a in args if isinstance(a, TensorFact)]
         if not tensors:
             return UNKNOWN
+        if module.path.startswith("einops."):  # `Rearrange(pattern)`: symbolic_einops
+            return sym_einops.module_call(self, module, args, kwargs, node, scope) if exact else UNKNOWN
         has_params = module.name not in _PARAMETERLESS
         # Dropout in eval mode and Identity return their input, Linear on a >2-d input a view
         # of a 2-d result: without replay, storage identity and view-ness stay unknown.

@@ -99,11 +99,11 @@ class StatementsMixin:
 
     def stmt_Import(self: Interpreter, stmt: ast.Import, scope: Scope) -> None:
         for alias in stmt.names:
-            if alias.name == "torch" or alias.name.startswith("torch."):
+            if alias.name.split(".")[0] in ("torch", "einops"):  # einops: symbolic_einops
                 if alias.asname:
                     scope.env[alias.asname] = TorchRef(alias.name)
                 else:
-                    scope.env["torch"] = TorchRef("torch")
+                    scope.env[alias.name.split(".")[0]] = TorchRef(alias.name.split(".")[0])
             elif alias.name == "math":
                 scope.env[alias.asname or "math"] = TorchRef("math")  # its functions give numbers
             else:
@@ -115,7 +115,7 @@ class StatementsMixin:
             if alias.name == "*":
                 continue
             bound = alias.asname or alias.name
-            if stmt.level == 0 and (module in ("torch", "math") or module.startswith("torch.")):
+            if stmt.level == 0 and (module in ("torch", "math") or module.split(".")[0] in ("torch", "einops")):
                 scope.env[bound] = TorchRef(f"{module}.{alias.name}")
             else:
                 scope.env[bound] = UNKNOWN

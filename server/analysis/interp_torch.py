@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import replay as rp
+from stridelens.server.analysis import symbolic_einops as sym_einops
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_support import (
@@ -35,6 +36,7 @@ from stridelens.server.analysis.values import (
     Const,
     GradContext,
     ListOf,
+    ModuleValue,
     Number,
     SeqValue,
     SizeValue,
@@ -63,6 +65,8 @@ class TorchCallsMixin:
     ) -> Value:
         if path.startswith("math."):
             return self.math_call(path[5:], args)
+        if path.startswith("einops."):
+            return self._einops(path, args, kwargs, exact, node, scope)
         if path in api.GRAD_CONTEXTS:
             mode = api.GRAD_CONTEXTS[path]
             if mode is None:
@@ -108,6 +112,17 @@ class TorchCallsMixin:
         if prefix in ("torch.nn.functional", "torch.functional") and leaf in api.FUNCTIONAL:
             return self.torch_function(path, leaf, args, kwargs, node, scope, functional=True)
         return self._opaque_result(args, kwargs, scope) if prefix.startswith("torch") and leaf[:1].islower() and any(isinstance(a, TensorFact) for a in args) else UNKNOWN
+
+    def _einops(self: Interpreter, path: str, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope) -> Value:
+        """`rearrange(x, ...)` & co. (`symbolic_einops`); a layer stands for its pattern."""
+        leaf = path.rpartition(".")[2]
+        if not exact:
+            return UNKNOWN
+        if path in (f"einops.{leaf}", f"einops.einops.{leaf}") and leaf in sym_einops.FUNCTIONS:
+            return sym_einops.einops_call(self, leaf, args, kwargs, node, scope)
+        if path.startswith("einops.layers.torch.") and leaf in sym_einops.LAYERS:
+            return ModuleValue(path, tuple(args), dict(kwargs), line=node.lineno, built=False)
+        return UNKNOWN
 
     def _opaque_result(self: Interpreter, args: list[Value], kwargs: dict[str, Value], scope: Scope) -> Value:
         tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
@@ -259,7 +274,8 @@ class TorchCallsMixin:
         if rp.is_meta_tensor(out):
             return rp.fact_from_meta(out, like.device)
         if isinstance(out, (tuple, list)) and out and all(rp.is_meta_tensor(o) for o in out):
-            return SeqValue(tuple(rp.fact_from_meta(o, like.device) for o in out), "tuple")
+            kind = api.VALUES_INDICES if hasattr(out, "indices") and hasattr(out, "values") else "tuple"
+            return SeqValue(tuple(rp.fact_from_meta(o, like.device) for o in out), kind)
         if isinstance(out, (int, float, bool)):
             return Const(out)
         if hasattr(out, "values") and hasattr(out, "indices") and rp.is_meta_tensor(out.values):

@@ -24,13 +24,16 @@ from stridelens.server.analysis.conditions import (
 from stridelens.server.analysis.facts import TensorFact, new_fact, with_fields
 from stridelens.server.analysis.layouts import Layout, Undecided
 from stridelens.server.analysis.sizes import Size, SymExpr
+from stridelens.server.analysis.symbolic_einops import einsum_result
 from stridelens.server.analysis.symbolic_modules import (
     ModuleOutputs,
     layout_of,
     module_arg,
 )
+from stridelens.server.analysis.torch_api import RETURNS_VALUES_INDICES, VALUES_INDICES
 from stridelens.server.analysis.values import (
     Const,
+    ListOf,
     Opaque,
     SeqValue,
     SizeValue,
@@ -364,6 +367,8 @@ class SymbolicOps(ModuleOutputs):
             return self.same_layout_op(tensor, scope, dtype=CAST_METHODS[name] if tensor.dtype else None)
         if name in ("matmul", "mm", "bmm") and args and isinstance(args[0], TensorFact):
             return self.matmul(tensor, args[0], scope)
+        if name in RETURNS_VALUES_INDICES:
+            return self._values_indices(tensor, layout, name, args, kwargs, scope)
         if name in REDUCTIONS:
             return self._reduce(tensor, layout, name, args, kwargs, scope)
         if name in UNARY_SAME_SHAPE:
@@ -377,6 +382,41 @@ class SymbolicOps(ModuleOutputs):
                 dtype = "bool"
             return self.same_layout_op(tensor, scope, dtype=dtype)
         return None
+
+    def _values_indices(self, tensor: TensorFact, layout: Layout, name: str, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
+        """`x.max(dim)`, `x.topk(k)`, `x.sort()` & co.: `(values, indices)`, two new tensors
+        (values of x's dtype, int64 indices that never require grad)."""
+        def flag(i: int, key: str) -> bool:
+            value = args[i] if len(args) > i else kwargs.get(key, Const(False))
+            if not (isinstance(value, Const) and isinstance(value.value, bool)):
+                raise Undecided
+            return value.value
+
+        shape = layout.shape
+        first = 1 if name in ("kthvalue", "topk") else 0  # the dim's position (after k)
+        if name in ("max", "min", "median") and ((not args and "dim" not in kwargs) or (args and not isinstance(args[0], Const))):
+            return None  # one tensor (no dim), or elementwise `max(a, b)`
+        k: Size = 0
+        if first:
+            found = self.size_of(args[0] if args else kwargs.get("k"))
+            if found is None:
+                return None
+            k = found
+            self.mark_int(args[:1] or [kwargs["k"]])
+        dim = self._dim_arg(args, kwargs, first, "dim", None if name in ("max", "min", "median") else -1)
+        if dim is None:
+            return None
+        d = lay._dim(dim, layout.ndim)
+        if name == "topk":
+            out: tuple[Size, ...] = (*shape[:d], k, *shape[d + 1 :])
+        elif name == "sort":
+            flag(first + 1, "descending")
+            out = shape
+        else:
+            out = lay.reduce_shape(shape, (d,), flag(first + 1, "keepdim"))
+        values = self.fresh(out, tensor, [tensor], scope, contiguous="inherit")
+        indices = self.fresh(out, tensor, [tensor], scope, dtype="int64", contiguous="inherit")
+        return SeqValue((values, with_fields(indices, requires_grad=False, carries_graph=False)), VALUES_INDICES)
 
     def _int_tuple(self, args: list[Value]) -> tuple[int, ...] | None:
         items: list[Any]
@@ -563,6 +603,8 @@ class SymbolicOps(ModuleOutputs):
     def _function(self, leaf: str, args: list[Value], kwargs: dict[str, Value], scope: Any, functional: bool) -> Value | None:
         tensors = [a for a in args if isinstance(a, TensorFact)]
         first = args[0] if args else None
+        if leaf == "einsum" and not functional:
+            return einsum_result(self, args, scope)
         if not isinstance(first, TensorFact) and leaf not in ("cat", "concat", "stack"):
             return None
         if leaf == "linear" and len(args) >= 2 and isinstance(args[1], TensorFact):
@@ -575,6 +617,8 @@ class SymbolicOps(ModuleOutputs):
             return self.matmul(tensors[0], tensors[1], scope)
         if leaf in ("cat", "concat", "stack") and isinstance(first, (SeqValue,)):
             return self._cat(leaf, first, args, kwargs, scope)
+        if leaf in ("cat", "concat", "stack") and isinstance(first, ListOf):
+            return self._cat_list(leaf, first, args, kwargs, scope)
         if leaf == "scaled_dot_product_attention" and len(tensors) >= 3:
             q, v = tensors[0], tensors[2]
             if q.sym is None or v.sym is None:
@@ -584,7 +628,7 @@ class SymbolicOps(ModuleOutputs):
             return with_fields(self.fresh(shape, q, tensors, scope, contiguous=False), is_view=None)
         if not isinstance(first, TensorFact):
             return None
-        if leaf in REDUCTIONS and not functional:
+        if (leaf in REDUCTIONS or leaf in RETURNS_VALUES_INDICES) and not functional:
             return self.method(first, leaf, args[1:], kwargs, scope)
         if leaf in UNARY_SAME_SHAPE:
             if first.sym is None:
@@ -623,7 +667,23 @@ class SymbolicOps(ModuleOutputs):
                     return None
                 total = nxt
             shape = (*shapes[0][:d], total, *shapes[0][d + 1 :])
-        return self.fresh(shape, items[0], items, scope, contiguous="inherit")
+        # Mixed dtypes promote: stated only when all agree.
+        return self.fresh(shape, items[0], items, scope, dtype=_result_dtype(items), contiguous="inherit")
+
+    def _cat_list(self, leaf: str, seq: ListOf, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
+        """`torch.stack([f(y) for y in ys], dim)`: items of one shape, a count the code does
+        not fix. The joined dim is a size with no name (the rank is still known)."""
+        item = seq.item
+        shape = item.known_shape if isinstance(item, TensorFact) else None
+        dim = self._dim_arg(args, kwargs, 1, "dim", 0)
+        if shape is None or dim is None or (leaf != "stack" and not shape):
+            return None
+        node = self.interp._current_node
+        hole = self.names.atom_for(("hole", id(node)), None)
+        self.interp._keep_alive.append(node)
+        d = lay._dim(dim, len(shape) + (1 if leaf == "stack" else 0))
+        out = (*shape[:d], hole, *shape[d:]) if leaf == "stack" else (*shape[:d], hole, *shape[d + 1 :])
+        return self.fresh(out, item, [item], scope, contiguous="inherit")  # type: ignore[list-item, arg-type]
 
     # ------------------------------------------------------------------ indexing
     def index(self, base: TensorFact, items: list[Any], scope: Any) -> TensorFact | None:

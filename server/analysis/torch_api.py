@@ -30,7 +30,7 @@ TORCH_FUNCTIONS = frozenset(
         "layer_norm", "dropout", "conv1d", "conv2d", "conv3d", "addmm", "baddbmm", "lerp",
         "square", "reciprocal", "floor", "ceil", "round", "trunc", "isnan", "isinf",
         "isfinite", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-        "logical_not", "erf", "sort", "topk", "repeat_interleave", "tile", "ravel",
+        "logical_not", "erf", "sort", "topk", "kthvalue", "median", "mode", "repeat_interleave", "tile", "ravel",
         "as_strided", "view_as_real", "view_as_complex", "cdist", "atan2", "real", "imag",
         "sinh", "cosh", "asin", "acos", "atan", "exp2", "sigmoid_", "relu_", "zeros_like",
         "numel", "is_tensor", "broadcast_tensors", "meshgrid", "take_along_dim",
@@ -80,9 +80,15 @@ TENSOR_METHODS = frozenset(
         "normal_", "neg_", "abs_", "sqrt_", "unsqueeze_", "squeeze_", "t_", "transpose_",
         "requires_grad_", "lerp", "lerp_", "erf", "real", "imag", "type", "nan_to_num",
         "float_power", "floor_divide", "remainder", "fmod", "logical_not", "logical_and",
-        "logical_or",
+        "logical_or", "kthvalue", "median", "mode",
     }
 )  # fmt: skip
+
+# Ops returning `(values, indices)` (a named tuple: `.values`, `.indices`, `[0]`, `[1]`); `max`,
+# `min` and `median` only when given a dim. Their result is a SeqValue of this kind.
+RETURNS_VALUES_INDICES = frozenset({"max", "min", "median", "mode", "kthvalue", "topk", "sort"})
+VALUES_INDICES = "(values, indices)"
+
 
 # Methods whose result reads the receiver's storage (always a view when they succeed).
 VIEW_METHODS = frozenset(

@@ -334,9 +334,6 @@ NOT_YET_COVERED = frozenset(
         # chunk's pieces (ceil division; uneven when the size is odd)
         "chunk",
         "chunk_rest",
-        # `values, indices = x.max(dim=...)`
-        "max_dim",
-        "max_indices",
     }
 )
 
