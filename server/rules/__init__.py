@@ -54,8 +54,8 @@ def run_rules(
             continue
         level = severity.get(rule.code) if severity else None
         for finding in found:
-            if finding.fix is not None and finding.fix.safe != rule.safe_fix:
-                finding = replace(finding, fix=replace(finding.fix, safe=rule.safe_fix))
+            if finding.fix is not None and finding.fix.safe != (rule.safe_fix and finding.fix.proven):
+                finding = replace(finding, fix=replace(finding.fix, safe=rule.safe_fix and finding.fix.proven))
             if level is not None and finding.severity != level:
                 finding = replace(finding, severity=level)
             findings.append(finding)

@@ -39,6 +39,9 @@ class Fix:
     # Safe fixes keep the program's meaning (`stridelens check --fix` applies only these);
     # the others change behaviour on purpose and are offered, not applied, by default.
     safe: bool = False
+    # False where what makes the rule's fix safe is not proven at this site (a verdict over
+    # symbolic sizes that holds under conditions): `run_rules` then offers it as unsafe.
+    proven: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {

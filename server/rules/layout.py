@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, TensorFact
@@ -143,6 +144,55 @@ def _receiver_kind(analysis: Analysis, call: ast.Call) -> str | None:
     return None
 
 
+_IS_CONTIGUOUS = ".is_contiguous()"
+_LITERALS_DIFFER = re.compile(r"-?\d+ != -?\d+")
+
+
+def _noncontiguity_conditions(fact: TensorFact) -> tuple[str, bool] | None:
+    """Whether the engine proved `fact` non-contiguous, and under what: `(detail, unconditional)`,
+    `detail` the conditions in the user's names (`" unless `T == 1` (assuming ...)"`, empty
+    when there are none); None when it is not proven (unknown, contiguous, or a symbolic
+    verdict whose conditions cannot all be written here)."""
+    if fact.contiguous is not False:
+        return None
+    if fact.meta is not None or not fact.assumes:
+        return "", True  # replayed with the exact layout, or true for every size
+    text = fact.layout_text
+    named = list(text.assumes) if text is not None else []
+    prose: set[str] = set()  # assumptions in words (no backticks around them)
+    if text is None or not text.layout_ok:
+        # Some condition has no name at this line. Each size condition renders to one text;
+        # if fewer are written than there are, one of them is unwritten: say nothing.
+        sizes = [c for c in fact.assumes if c.kind != "contiguous"]
+        if len([t for t in named if not t.endswith(_IS_CONTIGUOUS)]) < len(sizes):
+            return None
+        # A parameter taken as contiguous, since rebound (`x = x.transpose(1, 2)`): by its name.
+        for cond in fact.assumes:
+            if cond.kind != "contiguous":
+                continue
+            if not cond.tensor_name:
+                return None
+            if f"{cond.tensor_name}{_IS_CONTIGUOUS}" not in named:
+                words = tr("the argument `{name}` is contiguous").format(name=cond.tensor_name)
+                prose.add(words)
+                named.append(words)
+    # `16 != 1` (a size proven equal to a literal) always holds: nothing to say; `1 != 1`
+    # never does: then the verdict is not one.
+    literal = [t for t in named if _LITERALS_DIFFER.fullmatch(t)]
+    if any(int(t.split()[0]) == int(t.split()[2]) for t in literal):
+        return None
+    named = [t for t in named if t not in literal]
+    unless = sorted({t.replace(" != ", " == ") for t in named if " != " in t and t not in prose})
+    assumed = sorted({t for t in named if " != " not in t or t in prose})
+    detail = ""
+    if unless:
+        detail += tr(" unless {conditions}").format(conditions=tr(" or ").join(f"`{u}`" for u in unless))
+    if assumed:
+        listed = tr(", ").join(a if a in prose else f"`{a}`" for a in assumed)
+        detail += tr(" (assuming {assumptions})").format(assumptions=listed)
+    return detail, False
+
+
 def check_noncontiguous_into_module(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     for call in index_of(analysis).calls:
@@ -153,18 +203,23 @@ def check_noncontiguous_into_module(analysis: Analysis) -> list[Finding]:
             continue
         arg = call.args[0]
         fact = analysis.fact_of(arg)
-        if fact is None or fact.permuted_by is None or fact.contiguous is True:
+        # Only what the engine proved: a permuted tensor that a copying `reshape`/`flatten`,
+        # an elementwise op or a layer made contiguous again (or may have) is no finding.
+        if fact is None or fact.permuted_by is None:
             continue
-        if fact.contiguous is None and fact.shape is not None:
+        proof = _noncontiguity_conditions(fact)
+        if proof is None or _is_channels_last(fact):
             continue
-        if _is_channels_last(fact):
-            continue
-        fix = Fix(tr("Append `.contiguous()`"), tuple(append_edit(analysis, arg, ".contiguous()")))
+        conditions, unconditional = proof
+        # The copy is safe to make explicit where the layout is proven for every size.
+        fix = Fix(
+            tr("Append `.contiguous()`"), tuple(append_edit(analysis, arg, ".contiguous()")), proven=unconditional
+        )
         message = tr(
-            "`{tensor}` is not contiguous (after `{permute}`) and goes straight into `{module}`, "
-            "which makes its own contiguous copy; make the copy explicit with `.contiguous()` "
-            "(or keep channels_last layout on purpose)"
-        ).format(tensor=short(segment(analysis, arg)), permute=fact.permuted_by, module=kind)
+            "`{tensor}` is not contiguous (after `{permute}`){conditions} and goes straight into "
+            "`{module}`, which makes its own contiguous copy; make the copy explicit with "
+            "`.contiguous()` (or keep channels_last layout on purpose)"
+        ).format(tensor=short(segment(analysis, arg)), permute=fact.permuted_by, conditions=conditions, module=kind)
         out.append(make_finding(analysis, SL102, node_range(analysis, call), message, fix))
     return out
 
@@ -177,17 +232,27 @@ SL102 = register(
         summary="a permuted/transposed tensor passed straight into a conv-like module or `F.conv*`/`F.linear`",
         doc=RuleDoc(
             what="Flags a call to a convolution (`nn.Conv*d`, `F.conv*d`) or linear layer "
-            "(`nn.Linear`, `F.linear`) whose input is a permuted/transposed tensor, passed "
-            "inline or through a variable. NHWC data permuted to channels_last layout is "
-            "left alone (convs consume it natively), and so is a permute that the replay shows "
-            "to be contiguous (moved size-1 dims).",
+            "(`nn.Linear`, `F.linear`) whose input is a permuted/transposed tensor that the "
+            "engine proved non-contiguous, passed inline or through a variable. Over symbolic "
+            "sizes the message says under what: the sizes for which it would be contiguous "
+            "after all (`unless T == 1`) and what was assumed (a forward input being "
+            "contiguous). Where contiguity is not proven it stays silent: a rank nobody states, "
+            "a layer's or an unmodelled op's output, or a `reshape`/`flatten`/`contiguous` "
+            "that copied the permuted tensor back to a dense layout (timm's "
+            "`x.transpose(1, 2).reshape(B, N, C)` before `proj`). NHWC data permuted to "
+            "channels_last layout is left alone (convs consume it natively), and so is a "
+            "permute that only moves size-1 dims.",
             why="These kernels want a dense layout: a non-contiguous input is copied inside the "
             "call, on every forward, invisibly. Making the copy explicit shows where memory and "
             "time go, and lets you move the `.contiguous()` to where it is cheapest (or drop "
             "the permute altogether).",
-            example="x = torch.randn(8, 16, 32).transpose(1, 2)\ny = F.linear(x, w)  # SL102",
+            example="x = torch.randn(8, 16, 32).transpose(1, 2)\ny = F.linear(x, w)  # SL102\n"
+            "t = torch.randn(8, 4, 16, 32)\nz = F.linear(t.transpose(1, 2).reshape(8, 16, 128), w2)  # fine: the reshape copied",
             fix="Append `.contiguous()` to the argument (the quick fix), or restructure so the "
-            "tensor arrives in the layout the layer wants.",
+            "tensor arrives in the layout the layer wants. `check --fix` applies the quick fix "
+            "only where the layout is proven for every size (literal sizes); over symbolic "
+            "sizes it rests on the stated conditions and is offered as an unsafe fix "
+            "(`--unsafe-fixes`).",
         ),
         check=check_noncontiguous_into_module,
         safe_fix=True,
