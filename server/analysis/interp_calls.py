@@ -94,7 +94,24 @@ class UserCallsMixin:
         if args.kwarg:
             scope.env[args.kwarg.arg] = UNKNOWN
         self._claim_parameters(scope)
-        self.exec_block(fn.body, scope)
+        inference = self._inference_decorated(fn, parent)
+        self.inference_depth += inference
+        try:
+            self.exec_block(fn.body, scope)
+        finally:
+            self.inference_depth -= inference
+
+    def _inference_decorated(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> int:
+        """1 when a decorator runs the body under `torch.inference_mode()`, else 0."""
+        for deco in fn.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            if isinstance(target, (ast.Attribute, ast.Name)) and _call_name(target) == "inference_mode":
+                value = self.eval(deco, scope)
+                if (isinstance(value, GradContext) and not value.enabled) or (
+                    isinstance(value, TorchRef) and value.path == "torch.inference_mode"
+                ):
+                    return 1
+        return 0
 
     def _claim_parameters(self: Interpreter, scope: Scope) -> None:
         for name, value in scope.env.items():
@@ -128,7 +145,7 @@ class UserCallsMixin:
         inner = Scope(root, scope.grad_enabled and self._grad_mode_of_decorators(fn, root))
         spec = fn.args
         params = [*spec.posonlyargs, *spec.args]
-        if instance is not None and params:
+        if instance is not None and params and not any(_call_name(d) == "staticmethod" for d in fn.decorator_list):
             inner.env[params[0].arg] = instance
             params = params[1:]
         for param in [*params, *spec.kwonlyargs]:
@@ -153,9 +170,12 @@ class UserCallsMixin:
             self._outer_site = site
         self._call_stack.append(fn)
         self._returns.append([])
+        inference = self._inference_decorated(fn, root)
+        self.inference_depth += inference
         try:
             self.exec_block(fn.body, inner)
         finally:
+            self.inference_depth -= inference
             self._call_stack.pop()
             returned = self._returns.pop()
         if not returned:

@@ -60,6 +60,8 @@ class ExpressionsMixin:
         value: Value = handler(self, node, scope)
         if value is UNKNOWN or type(value) is Const:
             return value
+        if self.inference_depth and kind is not ast.Name:
+            value = _no_view_verdict(value)
         self.record(node, value, scope)
         return value
 
@@ -497,3 +499,21 @@ class ExpressionsMixin:
             except Exception:  # noqa: BLE001
                 return UNKNOWN
         return UNKNOWN
+
+
+def _no_view_verdict(value: Value) -> Value:
+    """A value computed under `torch.inference_mode()`: a view of an inference tensor has no
+    `_base` (`_is_view()` False) though it shares storage, a view of a normal tensor has one,
+    so `is_view` is not stated there (`view_of` and storage sharing stay). A view of a normal
+    tensor that requires grad requires grad even there: nor is `requires_grad` stated."""
+    if isinstance(value, TensorFact):
+        if not value.is_view:
+            return value
+        if value.requires_grad is False or value.carries_graph is False:
+            return replace(value, is_view=None, requires_grad=None, carries_graph=None)
+        return replace(value, is_view=None)
+    if isinstance(value, SeqValue) and any(isinstance(i, TensorFact) and i.is_view for i in value.items):
+        return replace(value, items=tuple(_no_view_verdict(i) for i in value.items))
+    if isinstance(value, ListOf) and isinstance(value.item, TensorFact) and value.item.is_view:
+        return replace(value, item=_no_view_verdict(value.item))
+    return value

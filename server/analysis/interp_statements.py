@@ -171,16 +171,21 @@ class StatementsMixin:
 
     def stmt_With(self: Interpreter, stmt: ast.With | ast.AsyncWith, scope: Scope) -> None:
         saved = scope.grad_enabled
+        inference = 0
         for item in stmt.items:
             value = self.eval(item.context_expr, scope)
             if isinstance(value, GradContext):
                 scope.grad_enabled = value.enabled
+                # Views of tensors made under inference_mode have no `_base` (FACTS.md).
+                inference = int(value.name == "torch.inference_mode" and not value.enabled)
             if item.optional_vars is not None:
                 self.bind(item.optional_vars, UNKNOWN, scope)
+        self.inference_depth += inference
         try:
             self.exec_block(stmt.body, scope)
         finally:
             scope.grad_enabled = saved
+            self.inference_depth -= inference
 
     stmt_AsyncWith = stmt_With
 

@@ -48,6 +48,18 @@ if TYPE_CHECKING:
     from stridelens.server.analysis.interpreter import Interpreter
 
 
+# Ops whose result may be a view of a tensor they allocated (`_base` set), measured on
+# torch 2.13: einsum (a contraction 'bij,jk->bik' or a permutation 'bhqd->bqhd', not
+# 'i,j->ij'), repeat_interleave with an int count, tensordot, bilinear, meshgrid, 1-d pools.
+_MAYBE_VIEW_RESULTS = frozenset(
+    {
+        "einsum", "repeat_interleave", "tensordot", "bilinear", "meshgrid", "broadcast_tensors",
+        "broadcast_to", "expand", "as_strided", "max_pool1d", "adaptive_avg_pool1d",
+        "adaptive_max_pool1d", "scaled_dot_product_attention",
+    }
+)  # fmt: skip
+
+
 class TorchCallsMixin:
     # The call being replayed, for replay events (declared here: mypy takes a mixin's first
     # assignment for the attribute's type).
@@ -264,7 +276,9 @@ class TorchCallsMixin:
         return TensorFact(
             device=inputs[0].device if inputs else None,
             storage_key=key,
-            is_view=False,
+            # torch.einsum, repeat_interleave & co. may hand back a view of a new tensor
+            # (`_base` set): whether they do depends on the equation, the sizes or grad mode.
+            is_view=None if what in _MAYBE_VIEW_RESULTS else False,
             contiguous=True if dense else None,
             carries_graph=graph,
             requires_grad=graph,
@@ -544,6 +558,14 @@ class TorchCallsMixin:
                 storage_offset=tensor.storage_offset,
                 contiguous=tensor.contiguous,
             )
+        if name == "view" and len(args) == 1 and isinstance(args[0], TorchRef):
+            # `x.view(torch.int16)`: the same storage read as another dtype; torch sets no
+            # `_base` and the result never requires grad (measured, FACTS.md).
+            dtype = api.DTYPES.get(args[0].path.removeprefix("torch."))
+            return with_fields(
+                base, dtype=dtype, is_view=False, storage_key=tensor.storage_key, view_of=tensor.view_of,
+                requires_grad=False, carries_graph=False,
+            )
         if name in api.VIEW_METHODS:
             return with_fields(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of, permuted_by=tensor.permuted_by)
         if name == "contiguous":
@@ -580,9 +602,12 @@ class TorchCallsMixin:
             updates["detached_from"] = source.detached_from
         fact = with_fields(result, provenance=provenance, **updates)
         if name in api.PERMUTING:
-            if result.contiguous is False:
+            # A symbolic verdict holds only while the moved dims are not of size 1 (its
+            # `assumes`): the note says so too.
+            hedged = result.meta is None and any(c.kind == "ne" for c in result.assumes)
+            if result.contiguous is False and not hedged:
                 fact = fact.with_note("non-contiguous", text, line)
-            elif result.contiguous is None:
+            elif result.contiguous is None or hedged:
                 fact = fact.with_note("non-contiguous unless the moved dims have size 1", text, line)
         elif name in ("detach", "detach_"):
             fact = fact.with_note("detached, shares storage", text, line)

@@ -72,6 +72,9 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.replay = replay
         self.deadline = time.monotonic() + budget_s
         self.facts: dict[ast.AST, Value] = {}
+        # How many `torch.inference_mode()` blocks (or decorated bodies) enclose the code
+        # being interpreted: views made there are stated without `is_view` (interp_expressions).
+        self.inference_depth = 0
         # Whether autograd records at each statement (False under no_grad & co.).
         self.grad_enabled: dict[ast.stmt, bool] = {}
         self.events: list[ReplayEvent] = []
