@@ -54,10 +54,10 @@ def fact_lines(fact: TensorFact) -> list[str]:
         layout.append(tr("**strides** `{strides}`").format(strides=format_sizes(strides)))
     if offset is not None:
         layout.append(tr("**storage offset** `{offset}`").format(offset=str(offset).replace(" * ", "·")))
+    # The verdict `explain` states, and only that: a permute of symbolic sizes stays
+    # contiguous when the moved dims have size 1 (its "why" note says so).
     if contiguous is not None:
         layout.append(tr("**contiguous** {answer}").format(answer=_yes(contiguous)))
-    elif fact.permuted_by:
-        layout.append(tr("**contiguous** no (dims reordered by `{permute}`)").format(permute=fact.permuted_by))
     if layout:
         rows.append(" · ".join(layout))
     if fact.assumes_text:
