@@ -80,9 +80,10 @@ NOTE_KINDS = (
 @dataclass(frozen=True)
 class RenderedLayout:
     """Symbolic sizes as Python expressions over names visible at one line (`"B"`,
-    `"3 * C"`, `"x.shape[0]"`), or None where some size has no such name."""
+    `"3 * C"`, `"x.shape[0]"`), or None where some size has no such name (in `shape`, the
+    entry: the rank is known even where a size has no name)."""
 
-    shape: tuple[int | str, ...] | None
+    shape: tuple[int | str | None, ...] | None
     strides: tuple[int | str, ...] | None
     offset: int | str | None
     assumes: tuple[str, ...] = ()
@@ -217,12 +218,19 @@ class TensorFact:
         return self.sym.shape if self.sym is not None else self.shape  # type: ignore[no-any-return]
 
     @property
-    def display_shape(self) -> tuple[int | str, ...] | None:
-        """The shape, with symbolic sizes as expressions over the user's names."""
+    def display_shape(self) -> tuple[int | str | None, ...] | None:
+        """The shape, with symbolic sizes as expressions over the user's names; an entry is
+        None where that size has no name here (the rank is still known)."""
         if self.shape is not None:
             return self.shape
         text = self.layout_text
         return text.shape if text is not None else None
+
+    @property
+    def full_display_shape(self) -> tuple[int | str, ...] | None:
+        """`display_shape` when every size in it has a name, else None."""
+        shape = self.display_shape
+        return None if shape is None or None in shape else shape  # type: ignore[return-value]
 
     @property
     def display_strides(self) -> tuple[int | str, ...] | None:
@@ -295,9 +303,12 @@ def new_fact(**fields: Any) -> TensorFact:
     return with_fields(UNKNOWN, **fields)
 
 
-def format_sizes(items: tuple[int | str, ...], pretty: bool = True) -> str:
-    """`(B, T, 3·C)` for hovers and hints (`pretty`), `(B, T, 3 * C)` as Python."""
-    parts = [str(i) if isinstance(i, int) else (i.replace(" * ", "·") if pretty else i) for i in items]
+def format_sizes(items: tuple[int | str | None, ...], pretty: bool = True) -> str:
+    """`(B, T, 3·C)` for hovers and hints (`pretty`), `(B, T, 3 * C)` as Python; `?` for a
+    size without a name."""
+    parts = [
+        "?" if i is None else str(i) if isinstance(i, int) else (i.replace(" * ", "·") if pretty else i) for i in items
+    ]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 

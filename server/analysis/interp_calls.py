@@ -11,7 +11,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import torch_api as api
-from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_sizes import infer_parameter_ranks
 from stridelens.server.analysis.interp_support import (
     MAX_CALL_DEPTH,
@@ -132,12 +132,14 @@ class UserCallsMixin:
         if isinstance(fn, ast.AsyncFunctionDef) or fn in self._call_stack or len(self._call_stack) >= MAX_CALL_DEPTH:
             return None
         has_params = bool(fn.args.args or fn.args.posonlyargs or fn.args.kwonlyargs or fn.args.vararg)
-        known = any(
-            isinstance(a, TensorFact) and (a.meta is not None or a.sym is not None) for a in [*args, *kwargs.values()]
-        )
-        if not known and ((has_params and instance is None) or len(fn.args.args) > 1):
+        given = [*args, *kwargs.values()]
+        known = any(isinstance(a, TensorFact) and (a.meta is not None or a.sym is not None) for a in given)
+        # A module's forward is followed whenever it is given a tensor: even without sizes, its
+        # body's dtypes and grad facts depend on the caller's.
+        followed = instance is not None and fn.name == "forward" and any(isinstance(a, TensorFact) for a in given)
+        if not known and not followed and ((has_params and instance is None) or len(fn.args.args) > 1):
             return None
-        if not known and instance is not None and fn.name != "forward":
+        if not known and not followed and instance is not None and fn.name != "forward":
             return None
         root = scope
         while root.parent is not None:
@@ -165,6 +167,11 @@ class UserCallsMixin:
         for name, value in kwargs.items():
             if name in names:
                 inner.env[name] = value
+        for param in [*params, *spec.kwonlyargs]:
+            self._name_parameter_sizes(param.arg, inner.env.get(param.arg))
+        # The names the body gives storages are its own: the caller's names are theirs again
+        # after the call, and what it returns is a view of nothing the caller can name yet.
+        owners = dict(self.storage_owner)
         self._claim_parameters(inner)
         if not self._call_stack:
             self._outer_site = site
@@ -178,12 +185,19 @@ class UserCallsMixin:
             self.inference_depth -= inference
             self._call_stack.pop()
             returned = self._returns.pop()
+            self.storage_owner = owners
         if not returned:
             return Const(None)
         result = returned[0]
         for other in returned[1:]:
             result = join_values(result, other)
-        return result
+        return _unnamed(result)
+
+    def _name_parameter_sizes(self: Interpreter, name: str, value: Value | None) -> None:
+        """`x.shape[i]` names the sizes of a tensor parameter in the body."""
+        if isinstance(value, TensorFact) and value.sym is not None:
+            for i, size in enumerate(value.sym.shape):
+                self.names.add_path(self.symops.canon(size), (name, "shape", f"[{i}]"))
 
     def _param_value(
         self: Interpreter, arg: ast.arg, ranks: dict[str, int] | None = None, default: ast.expr | None = None, scope: Scope | None = None
@@ -210,3 +224,12 @@ class UserCallsMixin:
             is_view=False,
             carries_graph=bool(scope.grad_enabled),
         )
+
+
+def _unnamed(value: Value) -> Value:
+    """A returned value without the callee's names for the storages it shares."""
+    if isinstance(value, TensorFact) and value.view_of is not None:
+        return with_fields(value, view_of=None)
+    if isinstance(value, SeqValue):
+        return SeqValue(tuple(_unnamed(v) for v in value.items), value.kind)
+    return value

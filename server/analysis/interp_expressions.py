@@ -28,6 +28,7 @@ from stridelens.server.analysis.values import (
     UNKNOWN,
     ClassInfo,
     Const,
+    DictValue,
     FunctionValue,
     InstanceValue,
     ListOf,
@@ -35,6 +36,7 @@ from stridelens.server.analysis.values import (
     Number,
     Opaque,
     SeqValue,
+    SizeValue,
     TorchRef,
     Value,
     forget_layout,
@@ -211,10 +213,15 @@ class ExpressionsMixin:
         return UNKNOWN
 
     def expr_Dict(self: Interpreter, node: ast.Dict, scope: Scope) -> Value:
-        for part in [*node.keys, *node.values]:
-            if part is not None:
-                self.eval(part, scope)
-        return UNKNOWN
+        items: list[tuple[str, Value]] | None = []
+        for key, part in zip(node.keys, node.values, strict=True):
+            key_value = self.eval(key, scope) if key is not None else None
+            value = self.eval(part, scope)
+            if items is not None and isinstance(key_value, Const) and isinstance(key_value.value, str):
+                items.append((key_value.value, value))
+            else:
+                items = None  # `**other` or a key that is no literal string
+        return DictValue(tuple(items)) if items else UNKNOWN
 
     def expr_Starred(self: Interpreter, node: ast.Starred, scope: Scope) -> Value:
         self.eval(node.value, scope)
@@ -242,6 +249,9 @@ class ExpressionsMixin:
             return self.tensor_attribute(owner, attr, node, scope)
         if isinstance(owner, SeqValue) and owner.kind == api.VALUES_INDICES and attr in ("values", "indices"):
             return owner.items[attr == "indices"]  # `x.topk(k).values`
+        if isinstance(owner, DictValue):  # an nn.ModuleDict: `self.transformer.wte`
+            item = owner.get(attr)
+            return item if item is not None else UNKNOWN
         if isinstance(owner, (Opaque, ModuleValue)):
             return self.attribute_value(owner, attr, node.value)
         return UNKNOWN
@@ -290,8 +300,16 @@ class ExpressionsMixin:
                 return base.items[index.value]
             except IndexError:
                 return UNKNOWN
-        if isinstance(base, ListOf) and isinstance(index, Const) and isinstance(index.value, int):
+        if isinstance(base, ListOf) and (
+            (isinstance(index, Const) and isinstance(index.value, int)) or isinstance(index, (SizeValue, Opaque))
+        ):
             return base.item
+        if isinstance(base, SeqValue) and base.kind == "list" and isinstance(index, (SizeValue, Opaque)) and base.items:
+            # `self.blocks[i]` of a ModuleList: whichever item it is, what they all share.
+            return self._element_of(base)
+        if isinstance(base, DictValue) and isinstance(index, Const) and isinstance(index.value, str):
+            item = base.get(index.value)
+            return item if item is not None else UNKNOWN
         if isinstance(base, Const) and isinstance(index, Const):
             try:
                 value = base.value[index.value]
@@ -446,12 +464,25 @@ class ExpressionsMixin:
             if name in _LIST_MUTATORS and isinstance(func.value, ast.Name) and isinstance(receiver, (Const, SeqValue)):
                 # `sizes.append(4)`: the literal bound to `sizes` is no longer what it holds.
                 scope.env[func.value.id] = UNKNOWN
+            if isinstance(receiver, DictValue):
+                item = receiver.get(name)
+                if isinstance(item, (ModuleValue, InstanceValue)):
+                    return self.call_value(item, args, kwargs, exact, node, scope)
+                if name == "values" and not args:
+                    return SeqValue(tuple(v for _, v in receiver.items), "list")
+                if name == "keys" and not args:
+                    return SeqValue(tuple(Const(k) for k, _ in receiver.items), "list")
+                if name == "items" and not args:
+                    return SeqValue(tuple(SeqValue((Const(k), v)) for k, v in receiver.items), "list")
+                return UNKNOWN
             if isinstance(receiver, InstanceValue):
                 callee = receiver.cls.attributes.get(name)
                 if callee is not None:
                     self.record(func, callee)
                 if isinstance(callee, ModuleValue):
                     return self.call_module(callee, args, kwargs, exact, node, scope)
+                if isinstance(callee, InstanceValue) and callee.cls.is_module:
+                    return self.call_value(callee, args, kwargs, exact, node, scope)
                 if name in ("eval", "train", "to", "cuda", "cpu", "requires_grad_"):
                     return receiver
                 method = receiver.cls.methods.get(name)
@@ -464,13 +495,24 @@ class ExpressionsMixin:
         args, kwargs, exact = self._eval_args(node, scope)
         if isinstance(callee, TorchRef):
             return self.call_torch(callee.path, args, kwargs, exact, node, scope)
-        if isinstance(callee, ModuleValue):
-            return self.call_module(callee, args, kwargs, exact, node, scope)
         if isinstance(callee, ClassInfo):
             return InstanceValue(callee)
         if isinstance(callee, FunctionValue) and exact:
             returned = self.call_concrete(callee.node, None, args, kwargs, scope, node)
             return UNKNOWN if returned is None else returned
+        if isinstance(callee, (ModuleValue, InstanceValue)):
+            return self.call_value(callee, args, kwargs, exact, node, scope)
+        if isinstance(func, ast.Name) and callee is UNKNOWN and scope.lookup(func.id) is None:
+            return self.call_builtin(func.id, args, kwargs)
+        return UNKNOWN
+
+    def call_value(
+        self: Interpreter, callee: Value, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
+    ) -> Value:
+        """Calling a module: an nn layer, or one of the file's own nn.Modules (its `forward`
+        followed with the caller's facts)."""
+        if isinstance(callee, ModuleValue):
+            return self.call_module(callee, args, kwargs, exact, node, scope)
         if isinstance(callee, InstanceValue) and callee.cls.is_module:
             forward = callee.cls.methods.get("forward")
             if forward is not None and exact:
@@ -478,11 +520,11 @@ class ExpressionsMixin:
                 if returned is not None:
                     return returned
             return self.call_user_module(callee, args, scope)
-        if isinstance(func, ast.Name) and callee is UNKNOWN and scope.lookup(func.id) is None:
-            return self.call_builtin(func.id, args)
         return UNKNOWN
 
-    def call_builtin(self: Interpreter, name: str, args: list[Value]) -> Value:
+    def call_builtin(self: Interpreter, name: str, args: list[Value], kwargs: dict[str, Value] | None = None) -> Value:
+        if name == "dict" and not args and kwargs:
+            return DictValue(tuple(kwargs.items()))
         if name == "len" and len(args) == 1:
             arg = args[0]
             if isinstance(arg, TensorFact) and arg.shape:

@@ -26,8 +26,12 @@ from stridelens.server.analysis.interp_support import (
 from stridelens.server.analysis.values import (
     UNKNOWN,
     Const,
+    DictValue,
+    InstanceValue,
+    ListOf,
     ModuleValue,
     Opaque,
+    SeqValue,
     TorchRef,
     Value,
 )
@@ -44,6 +48,16 @@ class ModulesMixin:
         self: Interpreter, path: str, leaf: str, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call
     ) -> Value:
         canonical = f"torch.nn.{leaf}"
+        if leaf == "ModuleList" and exact and not kwargs:
+            # Stands for its items: iterated, indexed and called like the list it was given.
+            items = args[0] if args else SeqValue((), "list")
+            if isinstance(items, ListOf):
+                return items
+            if isinstance(items, SeqValue):
+                return SeqValue(items.items, "list")
+            return UNKNOWN
+        if leaf == "ModuleDict" and exact and len(args) == 1 and isinstance(args[0], DictValue):
+            return args[0]
         literal = exact and all(
             isinstance(a, (Const, ModuleValue)) or (isinstance(a, TorchRef) and _is_torch_constant(a.path))
             for a in [*args, *kwargs.values()]
@@ -132,7 +146,12 @@ class ModulesMixin:
         if module.name == "Sequential":
             value: Value = args[0] if args else UNKNOWN
             for child in module.args:
-                if not isinstance(child, ModuleValue) or not isinstance(value, TensorFact):
+                if not isinstance(value, TensorFact):
+                    return None
+                if isinstance(child, InstanceValue):
+                    value = self.call_value(child, [value], {}, True, node, scope)
+                    continue
+                if not isinstance(child, ModuleValue):
                     return None
                 out = self.symops.module(child, [value], {}, scope, None)
                 if out is None:

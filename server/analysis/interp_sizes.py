@@ -106,7 +106,9 @@ class SizesMixin:
         self._snapshots.append(snapshot)
         frozen_equal = dict(equal)
         names_here = _NamesAtLine(self, snapshot, frozen_equal)
-        ctx = NameContext(names_here.resolve, names_here.tensor_name)
+        # Sizes, and the paths that name them, read through every equality proved so far: a size
+        # proved equal only later in the file (by a call) still has this line's names.
+        ctx = NameContext(names_here.resolve, names_here.tensor_name, self.symops.canon)
         self._last_names = (scope, snapshot, frozen_equal, ctx)
         return ctx
 
@@ -374,7 +376,8 @@ class _NamesAtLine:
         interp, snapshot = self._interp(), self._snapshot()
         if interp is None or snapshot is None:
             return None
-        return interp.resolve_path(path, snapshot, self._equal)  # type: ignore[no-any-return]
+        # Through every equality proved so far (see `_names_here`).
+        return interp.resolve_path(path, snapshot)  # type: ignore[no-any-return]
 
     def tensor_name(self, key: int, layout: object) -> str | None:
         interp, snapshot = self._interp(), self._snapshot()

@@ -24,6 +24,7 @@ from stridelens.server.analysis.values import (
     GradContext,
     InstanceValue,
     ListOf,
+    ModuleValue,
     SeqValue,
     TorchRef,
     Value,
@@ -356,6 +357,8 @@ class StatementsMixin:
             return item
         if isinstance(iterable, ListOf):
             return iterable.item
+        if isinstance(iterable, ModuleValue) and iterable.name == "Sequential" and iterable.args:
+            return self._element_of(SeqValue(iterable.args, "list"))
         if isinstance(iterable, TensorFact):
             return forget_layout(with_fields(iterable, is_view=True))
         return UNKNOWN

@@ -96,8 +96,12 @@ class TorchCallsMixin:
         if path == "torch.Size" and args and isinstance(args[0], Const):
             return Const(tuple(args[0].value)) if isinstance(args[0].value, (tuple, list)) else UNKNOWN
         prefix, _, leaf = path.rpartition(".")
-        if prefix in ("torch.nn", "torch.nn.modules") and leaf in api.NN_MODULES:
+        if prefix in ("torch.nn", "torch.nn.modules") and (leaf in api.NN_MODULES or leaf in api.NN_CONTAINERS):
             return self.make_module(path, leaf, args, kwargs, exact, node)
+        if prefix in ("torch.nn", "torch.nn.modules") and leaf[:1].isupper() and leaf not in ("Module", "Parameter", "Buffer"):
+            # Another nn layer: never built or replayed here, but its output is a tensor whose
+            # dtype its parameters decide (`call_module`).
+            return self.make_module(path, leaf, args, kwargs, False, node)
         if prefix == "torch.nn" and leaf == "Parameter":
             if args and isinstance(args[0], TensorFact):
                 tensor = args[0]
@@ -558,6 +562,10 @@ class TorchCallsMixin:
                 storage_offset=tensor.storage_offset,
                 contiguous=tensor.contiguous,
             )
+        spelled = self._spelled_shape(name, args, kwargs) if name in ("view", "reshape") else None
+        if spelled is not None:
+            # `x.view(B, T, nh, hs)`: the sizes fix the result's shape whatever x is.
+            base = with_fields(base, sym=spelled, assumes=self.symops.conditions_of(args))
         if name == "view" and len(args) == 1 and isinstance(args[0], TorchRef):
             # `x.view(torch.int16)`: the same storage read as another dtype; torch sets no
             # `_base` and the result never requires grad (measured, FACTS.md).
@@ -580,6 +588,23 @@ class TorchCallsMixin:
             return tensor
         fresh = self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)
         return with_fields(fresh, dtype=tensor.dtype if name not in ("argmax", "argmin") else "int64")
+
+    def _spelled_shape(self: Interpreter, name: str, args: list[Value], kwargs: dict[str, Value]) -> Any:
+        """The shape `view`/`reshape` of a tensor of unknown shape spell out, as a layout without
+        strides; a `-1` is a size with no name (the rank is still known). None if not spelled."""
+        if kwargs or not args or isinstance(args[0], TorchRef):
+            return None
+        shape = self.symops.sizes_of(args)
+        if shape is None or any(isinstance(s, int) and s < -1 for s in shape):
+            return None
+        holes = [i for i, s in enumerate(shape) if isinstance(s, int) and s == -1]
+        if len(holes) > 1:
+            return None
+        if holes:
+            hole = self.names.atom_for(("hole", id(self._current_node)), None)
+            self._keep_alive.append(self._current_node)
+            shape = tuple(hole if i == holes[0] else s for i, s in enumerate(shape))
+        return lay.Layout(tuple(shape), None, None)
 
     def _annotate(self: Interpreter, source: TensorFact, result: TensorFact, name: str, text: str, line: int) -> TensorFact:
         """Carry the symbolic facts and the provenance that explains the result."""

@@ -22,7 +22,7 @@ from stridelens.server.analysis.sizes import Size, SymExpr
 # ("x", "shape", "[0]") is `x.shape[0]`; ("self", "n_head") is `self.n_head`.
 Path = tuple[str, ...]
 
-MAX_NAMES_PER_EXPR = 8
+MAX_NAMES_PER_EXPR = 24
 
 
 def path_text(path: Path) -> str:
@@ -39,6 +39,9 @@ class NameContext:
 
     resolve: Callable[[Path], Size | None]
     tensor_name: Callable[[int, object], str | None]
+    # A size in the equalities known at that line (a fact recorded before a later line proved
+    # two sizes equal still holds the older atom; its names resolve to the newer one).
+    canon: Callable[[Size], Size] | None = None
 
 
 class SizeNames:
@@ -91,6 +94,10 @@ class SizeNames:
     def render_size(self, size: Size, ctx: NameContext, cache: dict[Path, Size | None]) -> str | None:
         if isinstance(size, int):
             return str(size)
+        if ctx.canon is not None:
+            size = ctx.canon(size)
+            if isinstance(size, int):
+                return str(size)
 
         def valid(path: Path, target: Size) -> bool:
             if path not in cache:
@@ -119,14 +126,16 @@ class SizeNames:
         return whole
 
     def render_all(
-        self, items: tuple[Size, ...] | None, ctx: NameContext, cache: dict[Path, Size | None]
-    ) -> tuple[int | str, ...] | None:
+        self, items: tuple[Size, ...] | None, ctx: NameContext, cache: dict[Path, Size | None], partial: bool = False
+    ) -> tuple[int | str | None, ...] | None:
+        """Each size in the names of `ctx`; None when one has no name, or (`partial`, for a
+        shape: its rank is still a fact) that entry None."""
         if items is None:
             return None
-        out: list[int | str] = []
+        out: list[int | str | None] = []
         for item in items:
             text = self.render_size(item, ctx, cache)
-            if text is None:
+            if text is None and not partial:
                 return None
             out.append(item if isinstance(item, int) else text)
         return tuple(out)
@@ -158,7 +167,7 @@ class SizeNames:
         if layout is None:
             return None
         cache: dict[Path, Size | None] = {}
-        shape = self.render_all(layout.shape, ctx, cache)
+        shape = self.render_all(layout.shape, ctx, cache, partial=True)
         strides = self.render_all(layout.strides, ctx, cache)
         offset: int | str | None = None
         if isinstance(layout.offset, int):
@@ -180,7 +189,8 @@ class SizeNames:
             strides, offset = None, None
         if shape is None and strides is None and offset is None and not assumes:
             return None
-        return RenderedLayout(shape, strides, offset, tuple(assumes), layout_ok)
+        # Strides are rendered whole or not at all (no None entries).
+        return RenderedLayout(shape, strides, offset, tuple(assumes), layout_ok)  # type: ignore[arg-type]
 
 
 def _paren(text: str) -> str:

@@ -60,6 +60,10 @@ UNARY_SAME_SHAPE = frozenset(
 
 REDUCTIONS = frozenset({"sum", "mean", "prod", "amax", "amin", "std", "var", "norm", "logsumexp", "all", "any", "argmax", "argmin"})
 
+# Functions whose output has the shape and dtype of their first argument, whatever the others
+# (weights, biases, `normalized_shape`) are.
+SHAPE_OF_FIRST = frozenset({"layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm", "normalize", "softmax", "log_softmax", "softmin"})
+
 # Ops whose output is laid out afresh (row-major) whatever the inputs' strides.
 FRESH_CONTIGUOUS = frozenset({"linear", "matmul", "mm", "bmm", "layer_norm"})
 
@@ -338,7 +342,10 @@ class SymbolicOps(ModuleOutputs):
                 return tensor
             if tensor.contiguous is False:
                 return self.tensor(lay.contiguous(layout.shape), tensor, view_of_input=False, assumes=tensor.assumes, scope=scope)
-            return None
+            # Either the tensor itself or a row-major copy: contiguous, of the same shape (its
+            # strides may differ where a size is 1, so they are not stated).
+            out = self.tensor(Layout(layout.shape, None, None), tensor, view_of_input=None, assumes=shape_conditions(tensor.assumes), scope=scope)
+            return with_fields(out, contiguous=True)
         if name == "detach":
             return with_fields(view(layout), requires_grad=False, carries_graph=False, is_view=False)
         if name in ("split", "chunk", "tensor_split", "unbind"):
@@ -459,9 +466,13 @@ class SymbolicOps(ModuleOutputs):
                 # The `-1` is an exact quotient only if the other sizes divide the numel.
                 tensor = with_fields(tensor, assumes=tensor.assumes | {divisible(total, known)})  # type: ignore[arg-type]
         if layout.strides is None:
-            if name == "view":
-                return None
             new = lay.infer_shape(shape, lay.numel(layout.shape))
+            if name == "view":
+                if tensor.contiguous is not True:
+                    return None
+                # A contiguous tensor can be viewed as any shape of its numel: a contiguous view.
+                out = self.tensor(Layout(new, None, None), tensor, view_of_input=True, assumes=shape_conditions(tensor.assumes), scope=scope)
+                return with_fields(out, contiguous=True)
             return self.tensor(Layout(new, None, None), tensor, view_of_input=None, assumes=shape_conditions(tensor.assumes), scope=scope)
 
         outcome, flips = reshape_verdict(layout, shape, flatten)
@@ -559,7 +570,7 @@ class SymbolicOps(ModuleOutputs):
 
     # ------------------------------------------------------------------ several inputs
     def elementwise(self, tensors: list[TensorFact], scope: Any, dtype: str | bool | None = True) -> TensorFact | None:
-        shapes = [s for t in tensors if (s := t.known_shape) is not None]
+        shapes = [tuple(self.canon(x) for x in s) for t in tensors if (s := t.known_shape) is not None]
         if len(shapes) != len(tensors):
             return None
         try:
@@ -630,6 +641,8 @@ class SymbolicOps(ModuleOutputs):
             return None
         if (leaf in REDUCTIONS or leaf in RETURNS_VALUES_INDICES) and not functional:
             return self.method(first, leaf, args[1:], kwargs, scope)
+        if leaf in SHAPE_OF_FIRST and first.sym is not None:
+            return self.fresh(first.sym.shape, first, tensors, scope, dtype=True, contiguous=True if leaf in FRESH_CONTIGUOUS else "inherit")
         if leaf in UNARY_SAME_SHAPE:
             if first.sym is None:
                 return None
@@ -753,8 +766,9 @@ class SymbolicOps(ModuleOutputs):
             if literal:
                 return shape if all(isinstance(s, int) for s in shape) else None
             return shape if any(isinstance(s, SymExpr) for s in shape) else None
-        if name == "arange" and len(args) == 1 and not literal:
-            n = self.size_of(args[0])
+        if name == "arange" and not literal and (len(args) == 1 or (len(args) == 2 and args[0] == Const(0))):
+            # `arange(n)`, `arange(0, n)`: n items (a step would need a ceiling division).
+            n = self.size_of(args[-1])
             return (n,) if isinstance(n, SymExpr) else None
         return None
 

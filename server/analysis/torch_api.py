@@ -89,7 +89,6 @@ TENSOR_METHODS = frozenset(
 RETURNS_VALUES_INDICES = frozenset({"max", "min", "median", "mode", "kthvalue", "topk", "sort"})
 VALUES_INDICES = "(values, indices)"
 
-
 # Methods whose result reads the receiver's storage (always a view when they succeed).
 VIEW_METHODS = frozenset(
     {
@@ -139,6 +138,9 @@ NN_MODULES = frozenset(
         "MultiheadAttention",
     }
 )  # fmt: skip
+
+# Containers of other modules: they stand for what they hold (`interp_modules.make_module`).
+NN_CONTAINERS = frozenset({"ModuleList", "ModuleDict"})
 
 CONV_MODULES = frozenset({"Conv1d", "Conv2d", "Conv3d"})
 

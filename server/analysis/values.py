@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 from stridelens.server.analysis.facts import TensorFact, join_rendered, new_fact
+from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.sizes import SymExpr
 
 
@@ -115,6 +116,20 @@ class ListOf:
     item: Value
 
 
+@dataclass(frozen=True)
+class DictValue:
+    """A dict with string keys whose values are known abstract values: `dict(wte=nn.Embedding(..),
+    h=nn.ModuleList(..))`, the argument of an `nn.ModuleDict` (which it then stands for)."""
+
+    items: tuple[tuple[str, Value], ...]
+
+    def get(self, key: str) -> Value | None:
+        for k, v in self.items:
+            if k == key:
+                return v
+        return None
+
+
 @dataclass
 class ClassInfo:
     """A user class: its methods and the attributes `__init__` assigned."""
@@ -140,7 +155,7 @@ class FunctionValue:
 
 Value = Union[  # noqa: UP007 - a runtime alias mypy must see as a union
     Unknown, Const, TorchRef, GradContext, ModuleValue, SeqValue, ListOf, TensorFact,
-    ClassInfo, InstanceValue, FunctionValue, SizeValue, Opaque, Number,
+    ClassInfo, InstanceValue, FunctionValue, SizeValue, Opaque, Number, DictValue,
 ]
 
 
@@ -173,10 +188,20 @@ def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
         ),  # true on both paths
         storage_key=a.storage_key if key_same else None,
         meta=a.meta if shape_same and strides_same and offset_same and key_same else None,
-        sym=a.sym if a.sym == b.sym else None,
+        sym=a.sym if a.sym == b.sym else join_layouts(a.sym, b.sym),
         assumes=a.assumes | b.assumes,
         rendered=join_rendered(a.rendered, b.rendered),
     )
+
+
+def join_layouts(a: Layout | None, b: Layout | None) -> Layout | None:
+    """What two symbolic layouts share: the shape when it is the same (fused and unfused
+    attention both give `(B, nh, T, hs)`), the strides and offset only where those agree too."""
+    if a is None or b is None or a.shape != b.shape:
+        return None
+    if a.strides != b.strides:
+        return Layout(a.shape, None, None)
+    return Layout(a.shape, a.strides, a.offset if a.offset == b.offset else None)
 
 
 def join_values(a: Value, b: Value) -> Value:

@@ -109,7 +109,7 @@ def _tensor_code(fact: Any) -> tuple[str, str]:
                 dims.append(d)
             else:
                 dims.append(STAND_IN_DIM)
-                unknown.append(str(d))
+                unknown.append("?" if d is None else str(d))
         note = "shape known statically" if not unknown else (
             f"TODO: {', '.join(unknown)} not known statically, {STAND_IN_DIM} stands in")
     dtype = str(getattr(fact, "dtype", None) or "")

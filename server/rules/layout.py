@@ -49,8 +49,8 @@ def check_view_noncontiguous(analysis: Analysis) -> list[Finding]:
             continue
         receiver = analysis.fact_of(call.func.value)
         layout = ""
-        if receiver is not None and receiver.display_shape is not None and receiver.display_strides is not None:
-            shape = format_sizes(receiver.display_shape, pretty=False)
+        if receiver is not None and receiver.full_display_shape is not None and receiver.display_strides is not None:
+            shape = format_sizes(receiver.full_display_shape, pretty=False)
             strides = format_sizes(receiver.display_strides, pretty=False)
             layout = tr(" (shape {shape}, strides {strides})").format(shape=shape, strides=strides)
         # Over symbolic sizes: for which sizes it does not raise, and what it assumed.
