@@ -331,7 +331,10 @@ class StatementsMixin:
             # A storage key is the meta storage's address: keep it alive, or a later storage
             # gets the same address and reads as "a view of" this name.
             self._keep_alive.append(fact.meta)
-        if owner is None and fact.is_view is True and not _covers_its_storage(fact):
+        reads_all = _covers_its_storage(fact) or (
+            fact.storage_offset == 0 and fact.numel is not None and fact.numel == self.literal_storage_numels.get(key)
+        )
+        if owner is None and fact.is_view is True and not reads_all:
             # q, k, v of one `split`: none is the others' base. Name no owner.
             return with_fields(fact, view_of=None) if fact.view_of is not None else fact
         if owner is None:

@@ -9,6 +9,7 @@ A mixin of `interpreter.Interpreter`; methods take `self: Interpreter`.
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -189,6 +190,7 @@ class TorchCallsMixin:
             if literal is not None:
                 # Without torch, the stride algebra gives the same layouts replay would.
                 layout = lay.contiguous(literal)
+                self.literal_storage_numels[symbolic.storage_key] = math.prod(literal)  # type: ignore[index, arg-type]
                 dtype = kwargs.get("dtype")
                 return with_fields(
                     symbolic,
@@ -196,7 +198,7 @@ class TorchCallsMixin:
                     shape=literal,
                     strides=layout.strides,
                     storage_offset=0,
-                    dtype=_dtype_of(dtype) if dtype is not None else ("float32" if name != "full" else None),
+                    dtype=_dtype_of(dtype) if dtype is not None else _default_factory_dtype(name, args),
                 )
             return symbolic
         try:
@@ -645,3 +647,13 @@ class TorchCallsMixin:
             changed = result.contiguous is False and source.contiguous is not False
             fact = fact.with_note("non-contiguous view" if changed else "view (shares storage)", text, line)
         return fact
+
+
+def _default_factory_dtype(name: str, args: list[Value]) -> str | None:
+    """torch's dtype for a literal factory without `dtype=`: `full` follows its fill value,
+    `arange` of ints is int64, the rest take the default float32."""
+    if name == "full":
+        return None
+    if name == "arange":
+        return "int64" if all(isinstance(a, Const) and type(a.value) is int for a in args) else "float32"
+    return "float32"

@@ -87,6 +87,9 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # Symbolic pass only: storages made by factories whose sizes are all literal, i.e.
         # where an exact (replayed) pass would know the layout.
         self.sized_storages: set[int] = set()
+        # Elements of the storages literal factories made in the symbolic pass (replay's facts
+        # carry `storage_numel`): a view that reads all of one may own its storage's name.
+        self.literal_storage_numels: dict[int, int] = {}
         # Functions being interpreted for a concrete call (arguments with known sizes).
         self._call_stack: list[ast.AST] = []
         # Node -> the call site (outermost concrete call) that recorded its fact. A call from

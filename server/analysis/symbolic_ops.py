@@ -11,6 +11,7 @@ the size-free facts (view of `x`, carries a graph, ...).
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
@@ -766,11 +767,24 @@ class SymbolicOps(ModuleOutputs):
             if literal:
                 return shape if all(isinstance(s, int) for s in shape) else None
             return shape if any(isinstance(s, SymExpr) for s in shape) else None
-        if name == "arange" and not literal and (len(args) == 1 or (len(args) == 2 and args[0] == Const(0))):
+        if name == "arange" and literal:
+            return _literal_arange_shape(args)
+        if name == "arange" and (len(args) == 1 or (len(args) == 2 and args[0] == Const(0))):
             # `arange(n)`, `arange(0, n)`: n items (a step would need a ceiling division).
             n = self.size_of(args[-1])
             return (n,) if isinstance(n, SymExpr) else None
         return None
+
+
+def _literal_arange_shape(args: list[Value]) -> tuple[Size, ...] | None:
+    """`arange(12.0)`, `arange(2, 12, 2)`: torch's length, ceil((end - start) / step)."""
+    numbers = [a.value for a in args if isinstance(a, Const) and type(a.value) in (int, float)]
+    if len(numbers) != len(args) or not 1 <= len(numbers) <= 3:
+        return None
+    start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (numbers[0], numbers[1], numbers[2] if len(numbers) == 3 else 1)
+    if step == 0 or (end - start) * step < 0:
+        return None
+    return (math.ceil((end - start) / step),)
 
 
 def _result_dtype(tensors: list[TensorFact]) -> str | None:

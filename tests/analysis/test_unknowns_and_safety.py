@@ -116,6 +116,18 @@ def test_symbolic_mode_never_needs_torch_and_keeps_certain_facts() -> None:
     assert z is not None and z.view_of == "x" and z.shape == (3, 2) and z.strides == (1, 3)
 
 
+def test_symbolic_mode_states_the_replayed_layout_of_arange_and_its_views() -> None:
+    # The editor's first hover comes before torch has loaded: it must already be the full answer.
+    code = "import torch\na = torch.arange(12.0).reshape(3, 4)\nb = a[1:, 1:3]\nn = torch.arange(2, 12, 3)\n"
+    symbolic = analyze_source(code, replay=False)
+    for name in ("a", "b", "n"):
+        node = next(x for x in ast.walk(symbolic.tree) if isinstance(x, ast.Name) and x.id == name)
+        fact, replayed = symbolic.fact_of(node), fact_at_name(code, name)
+        assert fact is not None
+        got = (fact.shape, fact.strides, fact.storage_offset, fact.contiguous, fact.dtype, fact.view_of)
+        assert got == (replayed.shape, replayed.strides, replayed.storage_offset, replayed.contiguous, replayed.dtype, replayed.view_of)
+
+
 def test_non_ascii_columns() -> None:
     code = "import torch\n# 形状 🧪\nx = torch.zeros(2, 3)  # 张量\ny = '🧪🧪'; z = x.t()\n"
     analysis = analyze_source(code)
