@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
+from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_sizes import infer_parameter_ranks
@@ -141,10 +142,74 @@ class UserCallsMixin:
             return None
         if not known and not followed and instance is not None and fn.name != "forward":
             return None
+        if self.demo_depth and not self.demo_followed and any(_literal(a) for a in given):
+            # A demo call (`test()`, a `__main__` block) passes one run's sizes; other files call
+            # the same body with others. The body states what holds for any sizes of these ranks;
+            # the caller still gets this call's exact result, from a run that records nothing.
+            self.quiet_depth += 1
+            self.demo_followed += 1
+            try:
+                exact = self._follow(fn, instance, args, kwargs, scope, site)
+            finally:
+                self.quiet_depth -= 1
+            names = self._parameter_names(fn, instance)
+            general_args = [self._generalised(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
+            general_kwargs = {k: self._generalised(v, k) for k, v in kwargs.items()}
+            try:
+                self._follow(fn, instance, general_args, general_kwargs, scope, site, any_grad_mode=True)
+            finally:
+                self.demo_followed -= 1
+            return exact
+        return self._follow(fn, instance, args, kwargs, scope, site)
+
+    def _parameter_names(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, instance: InstanceValue | None) -> list[str]:
+        params = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
+        if instance is not None and params and not any(_call_name(d) == "staticmethod" for d in fn.decorator_list):
+            params = params[1:]
+        return params
+
+    def _generalised(self: Interpreter, value: Value, name: str) -> Value:
+        """A tensor of literal sizes as a parameter of any sizes of its rank (named
+        `name.shape[i]`), with its dtype, device and grad facts; its row-major layout, if it has
+        one, is assumed (and says so) as for any parameter."""
+        if not _literal(value):
+            return value
+        assert isinstance(value, TensorFact) and value.shape is not None
+        rank = len(value.shape)
+        if value.contiguous is True:
+            base = self.tensor_parameter(name, rank)
+        else:
+            shape = tuple(self.names.new_atom((name, "shape", f"[{i}]")) for i in range(rank))
+            base = TensorFact(storage_key=self.fresh_storage(), sym=lay.Layout(shape, None, None))
+        return with_fields(
+            base,
+            dtype=value.dtype,
+            device=value.device,
+            requires_grad=value.requires_grad,
+            carries_graph=value.carries_graph,
+            grad_unknown=value.grad_unknown,
+        )
+
+    def _follow(
+        self: Interpreter,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        instance: InstanceValue | None,
+        args: list[Value],
+        kwargs: dict[str, Value],
+        scope: Scope,
+        site: ast.AST,
+        *,
+        any_grad_mode: bool = False,
+    ) -> Value:
         root = scope
         while root.parent is not None:
             root = root.parent
-        inner = Scope(root, scope.grad_enabled and self._grad_mode_of_decorators(fn, root))
+        if any_grad_mode:
+            # As in a function's own pass: other callers may run it with grad on or off.
+            explicit = self._explicit_grad_mode(fn, root)
+            inner = Scope(root, True if explicit is None else explicit, grad_assumed=explicit is None)
+        else:
+            inner = Scope(root, scope.grad_enabled and self._grad_mode_of_decorators(fn, root), grad_assumed=scope.grad_assumed)
         spec = fn.args
         params = [*spec.posonlyargs, *spec.args]
         if instance is not None and params and not any(_call_name(d) == "staticmethod" for d in fn.decorator_list):
@@ -152,7 +217,6 @@ class UserCallsMixin:
             params = params[1:]
         for param in [*params, *spec.kwonlyargs]:
             inner.env[param.arg] = self._param_value(param)
-        inner.grad_assumed = scope.grad_assumed
         defaults = spec.defaults
         for param, default in zip(params[len(params) - len(defaults) :], defaults, strict=True):
             inner.env[param.arg] = self.eval(default, root)
@@ -224,6 +288,11 @@ class UserCallsMixin:
             is_view=False,
             carries_graph=bool(scope.grad_enabled),
         )
+
+
+def _literal(value: Value) -> bool:
+    """A tensor whose sizes are all literal numbers (a demo's `torch.randn(2, 3, 32, 32)`)."""
+    return isinstance(value, TensorFact) and value.shape is not None and len(value.shape) > 0 and all(isinstance(s, int) for s in value.shape)
 
 
 def _unnamed(value: Value) -> Value:

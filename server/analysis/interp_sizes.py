@@ -77,6 +77,8 @@ class SizesMixin:
     _snapshots: list[ScopeSnapshot]
     _last_names: tuple[Scope, ScopeSnapshot, dict[int, Size], NameContext] | None
 
+    quiet_depth: int
+
     def fresh_storage(self) -> int:  # pragma: no cover - Interpreter defines it
         raise NotImplementedError
 
@@ -298,7 +300,7 @@ class SizesMixin:
     # ------------------------------------------------------------------ events
     def symbolic_event(self, kind: str, message: str, conditions: frozenset[Condition]) -> None:
         node, scope = self._current_node, self._current_scope
-        if node is None or scope is None:
+        if node is None or scope is None or self.quiet_depth:
             return
         ctx = NameContext(lambda path: self.resolve_path(path, scope), lambda key, layout: self._tensor_name(key, layout, scope))
         unless: list[str] = []

@@ -122,6 +122,15 @@ class StatementsMixin:
                 scope.env[bound] = UNKNOWN
 
     def stmt_If(self: Interpreter, stmt: ast.If, scope: Scope) -> None:
+        if scope.parent is None and _is_main_guard(stmt.test):
+            # A script's demo: what it passes to the file's functions is one run among others.
+            self.demo_depth += 1
+            try:
+                self.exec_block(stmt.body, scope)
+            finally:
+                self.demo_depth -= 1
+            self.exec_block(stmt.orelse, scope)
+            return
         test = self.eval(stmt.test, scope)
         if isinstance(test, Const) and isinstance(test.value, (bool, int)):
             self.exec_block(stmt.body if test.value else stmt.orelse, scope)
@@ -365,3 +374,13 @@ class StatementsMixin:
         if isinstance(iterable, TensorFact):
             return forget_layout(with_fields(iterable, is_view=True))
         return UNKNOWN
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    """`if __name__ == "__main__":`"""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and any(
+        isinstance(x, ast.Constant) and x.value == "__main__" for x in sides
+    )

@@ -97,6 +97,14 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # for both. The same site evaluated again (a loop's second pass) overwrites, as in loops.
         self._concrete: dict[ast.AST, ast.AST] = {}
         self._outer_site: ast.AST | None = None
+        # > 0 while interpreting code that is one caller among others of the file's functions:
+        # a function's generic pass (e.g. a `test()` nobody calls here) or a `__main__` block.
+        # Calls from there follow bodies with the arguments' sizes generalised (interp_calls).
+        self.demo_depth = 0
+        # > 0 while a body runs only to give its caller the exact result: nothing is recorded.
+        self.quiet_depth = 0
+        # > 0 inside a body followed from a demo (both runs): its own calls are followed as usual.
+        self.demo_followed = 0
         self._returns: list[list[Value]] = []
 
     # ------------------------------------------------------------------ driver
@@ -107,7 +115,11 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
             # Function bodies see the module's names as they are at the end of the module.
             while self._pending_functions:
                 fn, parent, cls = self._pending_functions.pop(0)
-                self.exec_function(fn, parent, cls)
+                self.demo_depth += 1
+                try:
+                    self.exec_function(fn, parent, cls)
+                finally:
+                    self.demo_depth -= 1
         except BudgetExceeded:
             self.timed_out = True
         except RecursionError:
@@ -135,6 +147,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         return self._symbolic_storage
 
     def record(self, node: ast.AST, value: Value, scope: Scope | None = None) -> Value:
+        if self.quiet_depth:
+            return value
         if isinstance(value, _RECORDED):
             if isinstance(value, TensorFact) and scope is not None:
                 value = self.stated(value, scope)
@@ -193,6 +207,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
 
     # ------------------------------------------------------------------ events
     def _event(self, kind: str, node: ast.AST, message: str, nbytes: int | None = None) -> None:
+        if self.quiet_depth:
+            return
         line = getattr(node, "lineno", 0)
         col = getattr(node, "col_offset", 0)
         self.events.append(

@@ -191,6 +191,8 @@ def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
         sym=a.sym if a.sym == b.sym else join_layouts(a.sym, b.sym),
         assumes=a.assumes | b.assumes,
         rendered=join_rendered(a.rendered, b.rendered),
+        # Grad facts one path only assumed (the default grad mode) stay unstated after a join.
+        grad_unknown=a.grad_unknown or b.grad_unknown,
     )
 
 

@@ -17,18 +17,16 @@ Two kinds of check, both against real torch on CPU:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import torch
 
-from stridelens.server.analysis import analyze_source
 from stridelens.server.analysis.symbolic_einops import PatternError, einsum_shape, recipe
 from tests.analysis.oracle import analyse, compare, contradictions, probes_of, run_for_real
 from tests.realcode import compare as realcompare
 from tests.realcode import driver
-from tests.realcode.driver import FileRun, Probe
+from tests.realcode.driver import Probe
 
 einops = pytest.importorskip("einops")
 
@@ -251,33 +249,9 @@ def cover_markers() -> dict[str, Probe]:
     return out
 
 
-@dataclass
-class Oracle:
-    answers: dict[Probe, dict[str, Any] | None]
-    run: FileRun
-    report: realcompare.FileReport
-
-
 @pytest.fixture(scope="module")
-def oracle(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
-    folder = tmp_path_factory.mktemp(NAME)
-    path = folder / f"{NAME}.py"
-    path.write_text(SOURCE, encoding="utf-8")
-    analysis = analyze_source(SOURCE, str(path))
-    lines = SOURCE.splitlines()
-    answers: dict[Probe, dict[str, Any] | None] = {}
-    for probe in driver.probes_of(SOURCE):
-        explanation = analysis.explain_at(probe.line, realcompare._char_col(lines[probe.line - 1], probe.col))
-        answers[probe] = explanation.answer() if explanation is not None else None
-    pre: dict[Probe, list[str]] = {}
-    post: dict[Probe, list[str]] = {}
-    for probe, answer in answers.items():
-        pre[probe], post[probe] = realcompare._expressions(answer)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(driver, "SOURCES", folder)
-        mp.setitem(driver.ENTRIES, NAME, _entry)
-        run = driver.execute(NAME, pre, post)
-    return Oracle(answers, run, realcompare.check(NAME, answers, run))
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> realcompare.SnippetOracle:
+    return realcompare.snippet_oracle(SOURCE, NAME, _entry, tmp_path_factory.mktemp(NAME))
 
 
 def _states_shape(answer: dict[str, Any] | None) -> bool:
@@ -285,20 +259,20 @@ def _states_shape(answer: dict[str, Any] | None) -> bool:
     return isinstance(shape, list) and all(e is not None for e in shape)
 
 
-def test_every_marked_probe_runs_in_every_combo(oracle: Oracle) -> None:
+def test_every_marked_probe_runs_in_every_combo(oracle: realcompare.SnippetOracle) -> None:
     for kind, probe in cover_markers().items():
         found = oracle.run.runs[probe]
         assert len(found) == len(COMBOS), kind
         assert all(r.tensor is not None for r in found), f"{kind}: `{probe.name}` is a tensor"
 
 
-def test_no_wrong_facts(oracle: Oracle) -> None:
+def test_no_wrong_facts(oracle: realcompare.SnippetOracle) -> None:
     lines = realcompare.wrong_facts_summary([oracle.report])
     if oracle.report.wrong:
         pytest.fail(f"{len(lines)} wrong fact(s):\n" + "\n".join(lines), pytrace=False)
 
 
-def test_engine_states_shapes(oracle: Oracle) -> None:
+def test_engine_states_shapes(oracle: realcompare.SnippetOracle) -> None:
     missing = [
         f"{kind} (line {p.line} `{p.name}`)"
         for kind, p in cover_markers().items()
@@ -307,19 +281,19 @@ def test_engine_states_shapes(oracle: Oracle) -> None:
     assert not missing, "no shape stated for: " + ", ".join(missing)
 
 
-def test_not_yet_covered_is_exact(oracle: Oracle) -> None:
+def test_not_yet_covered_is_exact(oracle: realcompare.SnippetOracle) -> None:
     markers = cover_markers()
     now = sorted(k for k in NOT_YET_COVERED if _states_shape(oracle.answers[markers[k]]))
     assert not now, f"shape now stated: move {now} out of NOT_YET_COVERED"
 
 
-def _answer(oracle: Oracle, kind: str) -> dict[str, Any]:
+def _answer(oracle: realcompare.SnippetOracle, kind: str) -> dict[str, Any]:
     answer = oracle.answers[cover_markers()[kind]]
     assert answer is not None, kind
     return answer
 
 
-def test_symbolic_facts_in_the_users_names(oracle: Oracle) -> None:
+def test_symbolic_facts_in_the_users_names(oracle: realcompare.SnippetOracle) -> None:
     q = _answer(oracle, "rearrange_split")
     assert q["shape"] == ["B", "self.heads", "N", "C // self.heads"]
     assert q["is_view"] is True and q["contiguous"] is False
@@ -337,7 +311,7 @@ def test_symbolic_facts_in_the_users_names(oracle: Oracle) -> None:
     assert _answer(oracle, "stack_comprehension").get("shape") in (None, ["B", None, "T", "C"])
 
 
-def test_checker_catches_a_wrong_shape(oracle: Oracle) -> None:
+def test_checker_catches_a_wrong_shape(oracle: realcompare.SnippetOracle) -> None:
     bad: dict[Probe, dict[str, Any] | None] = {}
     for kind, probe in cover_markers().items():
         answer = oracle.answers[probe]

@@ -19,16 +19,13 @@ for the kinds listed in NOT_YET_COVERED.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from stridelens.server.analysis import analyze_source
 from tests.realcode import compare, driver
-from tests.realcode.driver import FileRun, Probe
+from tests.realcode.driver import Probe
 
 NAME = "symbolic_modules"
 
@@ -417,40 +414,9 @@ def cover_markers() -> dict[str, Probe]:
     return out
 
 
-@dataclass
-class Oracle:
-    answers: dict[Probe, dict[str, Any] | None]
-    run: FileRun
-    report: compare.FileReport
-
-
-def engine_answers(path: Path) -> dict[Probe, dict[str, Any] | None]:
-    analysis = analyze_source(SOURCE, str(path))
-    lines = SOURCE.splitlines()
-    out: dict[Probe, dict[str, Any] | None] = {}
-    for probe in driver.probes_of(SOURCE):
-        col = compare._char_col(lines[probe.line - 1], probe.col)
-        explanation = analysis.explain_at(probe.line, col)
-        out[probe] = explanation.answer() if explanation is not None else None
-    return out
-
-
 @pytest.fixture(scope="module")
-def oracle(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
-    folder = tmp_path_factory.mktemp("symbolic_modules")
-    path = folder / f"{NAME}.py"
-    path.write_text(SOURCE, encoding="utf-8")
-    answers = engine_answers(path)
-    pre: dict[Probe, list[str]] = {}
-    post: dict[Probe, list[str]] = {}
-    for probe, answer in answers.items():
-        pre[probe], post[probe] = compare._expressions(answer)
-    # driver.execute runs sources/<name>.py under ENTRIES[name]: point it at this source.
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(driver, "SOURCES", folder)
-        mp.setitem(driver.ENTRIES, NAME, _entry)
-        run = driver.execute(NAME, pre, post)
-    return Oracle(answers, run, compare.check(NAME, answers, run))
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> compare.SnippetOracle:
+    return compare.snippet_oracle(SOURCE, NAME, _entry, tmp_path_factory.mktemp("symbolic_modules"))
 
 
 def _states_shape(answer: dict[str, Any] | None) -> bool:
@@ -466,7 +432,7 @@ def test_markers_are_the_module_kinds() -> None:
     assert NOT_YET_COVERED.issubset(MODULE_KINDS)
 
 
-def test_every_probe_runs_in_every_combo(oracle: Oracle) -> None:
+def test_every_probe_runs_in_every_combo(oracle: compare.SnippetOracle) -> None:
     runs = oracle.run.runs
     assert all(runs[p] for p in oracle.run.probes), "the entry point reaches every assignment"
     for kind, probe in cover_markers().items():
@@ -479,13 +445,13 @@ def test_every_probe_runs_in_every_combo(oracle: Oracle) -> None:
         assert len(shapes) == len(COMBOS), f"{kind}: one shape in two runs"
 
 
-def test_no_wrong_facts(oracle: Oracle) -> None:
+def test_no_wrong_facts(oracle: compare.SnippetOracle) -> None:
     lines = compare.wrong_facts_summary([oracle.report])
     if oracle.report.wrong:
         pytest.fail(f"{len(lines)} wrong fact(s):\n" + "\n".join(lines), pytrace=False)
 
 
-def test_engine_states_output_shapes(oracle: Oracle) -> None:
+def test_engine_states_output_shapes(oracle: compare.SnippetOracle) -> None:
     markers = cover_markers()
     missing = [
         f"{kind} (line {p.line} `{p.name}`)"
@@ -495,13 +461,13 @@ def test_engine_states_output_shapes(oracle: Oracle) -> None:
     assert not missing, "no shape stated for: " + ", ".join(missing)
 
 
-def test_not_yet_covered_is_exact(oracle: Oracle) -> None:
+def test_not_yet_covered_is_exact(oracle: compare.SnippetOracle) -> None:
     markers = cover_markers()
     now_covered = sorted(k for k in NOT_YET_COVERED if _states_shape(oracle.answers[markers[k]]))
     assert not now_covered, f"shape now stated: move {now_covered} out of NOT_YET_COVERED"
 
 
-def test_checker_catches_a_wrong_shape(oracle: Oracle) -> None:
+def test_checker_catches_a_wrong_shape(oracle: compare.SnippetOracle) -> None:
     # Off by one in the last dim of every covered kind's stated shape: one wrong fact per run.
     bad: dict[Probe, dict[str, Any] | None] = {}
     for kind, probe in cover_markers().items():

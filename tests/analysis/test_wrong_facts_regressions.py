@@ -27,18 +27,13 @@ Cases (FACTS.md "Views without `_base`"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from stridelens.server.analysis import analyze_source
 from tests.analysis.oracle import analyse, contradictions, probes_of, run_for_real_all
 from tests.realcode import compare as realcompare
-from tests.realcode import driver
-from tests.realcode.driver import FileRun, Probe
 
 # --------------------------------------------------------------------------- literal sizes
 
@@ -223,61 +218,29 @@ def _entry(ns: dict[str, Any]) -> None:
         ns["Block"].squash(torch.randn(B, T, C, requires_grad=True))
 
 
-@dataclass
-class Oracle:
-    answers: dict[Probe, dict[str, Any] | None]
-    run: FileRun
-    report: realcompare.FileReport
-
-    def answer(self, name: str, function: str | None = None) -> dict[str, Any] | None:
-        lines = SOURCE.splitlines()
-        start = 0
-        if function is not None:
-            start = next(i for i, t in enumerate(lines, 1) if t.lstrip().startswith(f"def {function}("))
-        probe = next(p for p in self.answers if p.name == name and p.line > start)
-        return self.answers[probe]
-
-
 @pytest.fixture(scope="module")
-def oracle(tmp_path_factory: pytest.TempPathFactory) -> Oracle:
-    folder: Path = tmp_path_factory.mktemp(NAME)
-    path = folder / f"{NAME}.py"
-    path.write_text(SOURCE, encoding="utf-8")
-    analysis = analyze_source(SOURCE, str(path))
-    lines = SOURCE.splitlines()
-    answers: dict[Probe, dict[str, Any] | None] = {}
-    for probe in driver.probes_of(SOURCE):
-        explanation = analysis.explain_at(probe.line, realcompare._char_col(lines[probe.line - 1], probe.col))
-        answers[probe] = explanation.answer() if explanation is not None else None
-    pre: dict[Probe, list[str]] = {}
-    post: dict[Probe, list[str]] = {}
-    for probe, answer in answers.items():
-        pre[probe], post[probe] = realcompare._expressions(answer)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(driver, "SOURCES", folder)
-        mp.setitem(driver.ENTRIES, NAME, _entry)
-        run = driver.execute(NAME, pre, post)
-    return Oracle(answers, run, realcompare.check(NAME, answers, run))
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> realcompare.SnippetOracle:
+    return realcompare.snippet_oracle(SOURCE, NAME, _entry, tmp_path_factory.mktemp(NAME))
 
 
-def test_every_probe_ran(oracle: Oracle) -> None:
+def test_every_probe_ran(oracle: realcompare.SnippetOracle) -> None:
     unreached = [p for p, runs in oracle.run.runs.items() if not runs]
     assert not unreached, unreached
 
 
-def test_no_wrong_facts(oracle: Oracle) -> None:
+def test_no_wrong_facts(oracle: realcompare.SnippetOracle) -> None:
     lines = realcompare.wrong_facts_summary([oracle.report])
     if oracle.report.wrong:
         pytest.fail(f"{len(lines)} wrong fact(s):\n" + "\n".join(lines), pytrace=False)
 
 
-def test_case1_einsum_and_repeat_interleave_never_copies(oracle: Oracle) -> None:
+def test_case1_einsum_and_repeat_interleave_never_copies(oracle: realcompare.SnippetOracle) -> None:
     for name in ("contraction", "moved", "outer", "by_list", "rep", "rep_k", "rep_x"):
         answer = oracle.answer(name, "einsum_and_repeat") or {}
         assert answer.get("is_view") is not False, name
 
 
-def test_case2_no_view_verdict_without_base(oracle: Oracle) -> None:
+def test_case2_no_view_verdict_without_base(oracle: realcompare.SnippetOracle) -> None:
     for name in ("made_t", "made_rows", "first", "x_t", "later"):
         answer = oracle.answer(name, "inference_views") or {}
         assert answer.get("is_view") is None, name
@@ -288,7 +251,7 @@ def test_case2_no_view_verdict_without_base(oracle: Oracle) -> None:
     assert as_int.get("requires_grad") is False and as_int.get("dtype") in (None, "int16")
 
 
-def test_case3_symbolic_transposes_are_hedged(oracle: Oracle) -> None:
+def test_case3_symbolic_transposes_are_hedged(oracle: realcompare.SnippetOracle) -> None:
     for name in ("a", "b", "c"):
         answer = oracle.answer(name, "layouts") or {}
         if answer.get("contiguous") is False:
@@ -298,7 +261,7 @@ def test_case3_symbolic_transposes_are_hedged(oracle: Oracle) -> None:
                 assert "size 1" in note, (name, note)
 
 
-def test_case4_reshape_copies_only_with_its_assumes(oracle: Oracle) -> None:
+def test_case4_reshape_copies_only_with_its_assumes(oracle: realcompare.SnippetOracle) -> None:
     for name in ("merged", "rows", "flat", "heads", "heads_t"):
         answer = oracle.answer(name, "layouts") or {}
         if answer.get("is_view") is False:
@@ -307,7 +270,7 @@ def test_case4_reshape_copies_only_with_its_assumes(oracle: Oracle) -> None:
     assert oracle.report.assumption_not_met > 0
 
 
-def test_case5_requires_grad_not_stated_through_shared_bodies(oracle: Oracle) -> None:
+def test_case5_requires_grad_not_stated_through_shared_bodies(oracle: realcompare.SnippetOracle) -> None:
     for name in ("y", "z"):
         assert (oracle.answer(name, "squash") or {}).get("requires_grad") is None, name
     for name in ("h", "s", "t"):

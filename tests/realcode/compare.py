@@ -24,11 +24,14 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from stridelens.server.analysis import analyze_source
+from tests.realcode import driver
 from tests.realcode.driver import (
     FILES,
     SOURCES,
@@ -108,17 +111,21 @@ def _char_col(source_line: str, byte_col: int) -> int:
     return len(source_line.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
 
 
-@cache
-def engine_answers(name: str) -> dict[Probe, dict[str, Any] | None]:
-    """The engine's `explain` JSON for every probe of the file (None: nothing known)."""
-    text = source_text(name)
-    analysis = analyze_source(text, str(SOURCES / f"{name}.py"))
+def answers_of(text: str, path: Path) -> dict[Probe, dict[str, Any] | None]:
+    """The engine's `explain` JSON for every probe of `text` (None: nothing known)."""
+    analysis = analyze_source(text, str(path))
     lines = text.splitlines()
     out: dict[Probe, dict[str, Any] | None] = {}
     for probe in probes_of(text):
         explanation = analysis.explain_at(probe.line, _char_col(lines[probe.line - 1], probe.col))
         out[probe] = explanation.answer() if explanation is not None else None
     return out
+
+
+@cache
+def engine_answers(name: str) -> dict[Probe, dict[str, Any] | None]:
+    """The engine's answers for a verbatim source file."""
+    return answers_of(source_text(name), SOURCES / f"{name}.py")
 
 
 def _stated(answer: dict[str, Any] | None) -> dict[str, Any]:
@@ -153,6 +160,49 @@ def real_run(name: str) -> FileRun:
     for probe, answer in engine_answers(name).items():
         pre[probe], post[probe] = _expressions(answer)
     return execute(name, pre, post)
+
+
+@dataclass
+class SnippetOracle:
+    """A test's own source, analysed as text and run for real under its entry function."""
+
+    source: str
+    answers: dict[Probe, dict[str, Any] | None]
+    run: FileRun
+    report: FileReport
+
+    def answer(self, name: str, function: str | None = None) -> dict[str, Any] | None:
+        """The answer for the first probe of `name` (after `def function(` when given)."""
+        start = 0
+        if function is not None:
+            lines = self.source.splitlines()
+            start = next(i for i, t in enumerate(lines, 1) if t.lstrip().startswith(f"def {function}("))
+        probe = next(p for p in self.answers if p.name == name and p.line > start)
+        return self.answers[probe]
+
+
+def snippet_oracle(source: str, name: str, entry: Callable[[dict[str, Any]], None], folder: Path) -> SnippetOracle:
+    """Write `source` as `folder/name.py`, ask the engine about every probe, then run it with
+    `entry(namespace)` as the real-code driver runs a verbatim file, and compare."""
+    path = folder / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    answers = answers_of(source, path)
+    pre: dict[Probe, list[str]] = {}
+    post: dict[Probe, list[str]] = {}
+    for probe, answer in answers.items():
+        pre[probe], post[probe] = _expressions(answer)
+    # driver.execute runs SOURCES/<name>.py under ENTRIES[name]: point both at this snippet.
+    saved_sources, saved_entry = driver.SOURCES, driver.ENTRIES.get(name)
+    driver.SOURCES, driver.ENTRIES[name] = folder, entry
+    try:
+        run = driver.execute(name, pre, post)
+    finally:
+        driver.SOURCES = saved_sources
+        if saved_entry is None:
+            del driver.ENTRIES[name]
+        else:
+            driver.ENTRIES[name] = saved_entry
+    return SnippetOracle(source, answers, run, check(name, answers, run))
 
 
 # --------------------------------------------------------------------------- comparing

@@ -1,0 +1,103 @@
+"""A model file's own demo call (`test()`, a `__main__` block) is one run among others.
+
+Released model files (kuangliu/pytorch-cifar, timm, ...) end with a `test()` that builds the
+model and calls it on `torch.randn(1, 3, 32, 32)`; training scripts elsewhere call the same
+forward with batch 128, under `no_grad` in their eval loops. The forward's body must state what
+holds for every caller: sizes named from its input (`x.shape[0]`), no requires_grad from the
+demo's grad mode. The demo's own lines keep the exact answer of their call.
+
+Checked for real: the snippet is analysed as text, then run by an entry that calls the forward
+with other batch sizes, in a training step and under `no_grad` (tests/realcode/compare.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tests.realcode import compare as realcompare
+
+NAME = "demo_calls"
+
+SOURCE = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        h = self.fc(x)
+        out = self.act(h)
+        flat = out.view(out.size(0), -1)
+        return flat
+
+
+class Wrapped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = Net()
+
+    def forward(self, x):
+        y = self.net(x)
+        return y
+
+
+def test():
+    net = Net()
+    x = torch.randn(2, 8)
+    y = net(x)
+    print(y.size())
+
+
+if __name__ == "__main__":
+    model = Wrapped()
+    z = model(torch.randn(3, 8))
+"""
+
+
+def _entry(ns: dict[str, Any]) -> None:
+    for batch in (5, 1, 7):
+        net = ns["Net"]()
+        net(torch.randn(batch, 8)).sum().backward()
+        with torch.no_grad():
+            net(torch.randn(batch, 8))
+            ns["Wrapped"]()(torch.randn(batch + 1, 8))
+    ns["test"]()
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> realcompare.SnippetOracle:
+    return realcompare.snippet_oracle(SOURCE, NAME, _entry, tmp_path_factory.mktemp(NAME))
+
+
+def test_every_probe_ran(oracle: realcompare.SnippetOracle) -> None:
+    probes = [p for p in oracle.run.runs if p.name in ("h", "out", "flat", "y")]
+    assert probes and all(oracle.run.runs[p] for p in probes)
+
+
+def test_no_wrong_facts(oracle: realcompare.SnippetOracle) -> None:
+    if oracle.report.wrong:
+        lines = realcompare.wrong_facts_summary([oracle.report])
+        pytest.fail(f"{len(lines)} wrong fact(s):\n" + "\n".join(lines), pytrace=False)
+
+
+def test_the_forward_states_sizes_from_its_input(oracle: realcompare.SnippetOracle) -> None:
+    for name in ("h", "out", "flat"):
+        answer = oracle.answer(name, "forward") or {}
+        assert answer.get("shape") == ["x.shape[0]", 4], (name, answer)
+        assert answer.get("dtype") == "float32", name
+        assert answer.get("requires_grad") is None, name  # callers run it with grad on and off
+
+
+def test_the_demo_keeps_its_exact_answer(oracle: realcompare.SnippetOracle) -> None:
+    y = oracle.answer("y", "test") or {}
+    assert y.get("shape") == [2, 4] and y.get("strides") == [4, 1]
+    z = next(a for p, a in oracle.answers.items() if p.name == "z") or {}
+    assert z.get("shape") == [3, 4]
