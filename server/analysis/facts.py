@@ -249,7 +249,9 @@ class TensorFact:
     @property
     def stated_contiguous(self) -> bool | None:
         """`contiguous` as stated to users: a symbolic verdict needs its conditions named."""
-        if self.sym is not None and self.meta is None and self.assumes:
+        if self.meta is None and self.assumes:
+            # The verdict holds under its conditions (`x.is_contiguous()`: a channels_last
+            # input gives a channels_last conv output): stated only where they can be written.
             text = self.layout_text
             if text is None or not text.layout_ok:
                 return None

@@ -231,6 +231,7 @@ class UserCallsMixin:
         for name, value in kwargs.items():
             if name in names:
                 inner.env[name] = value
+        self._refine_unknown_ranks(fn, inner, [p.arg for p in [*params, *spec.kwonlyargs]])
         for param in [*params, *spec.kwonlyargs]:
             self._name_parameter_sizes(param.arg, inner.env.get(param.arg))
         # The names the body gives storages are its own: the caller's names are theirs again
@@ -254,8 +255,30 @@ class UserCallsMixin:
             return Const(None)
         result = returned[0]
         for other in returned[1:]:
-            result = join_values(result, other)
+            result = join_values(result, other, self.symops.canon_layout)
         return _unnamed(result)
+
+    def _refine_unknown_ranks(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, inner: Scope, names: list[str]) -> None:
+        """A tensor of unknown shape passed where the body unpacks its shape (`b, t = idx.size()`)
+        has that rank in every run that gets past the unpacking: its sizes get the body's names,
+        as in the function's own pass (its dtype, device and grad facts are the caller's)."""
+        unknown = [n for n in names if isinstance(v := inner.env.get(n), TensorFact) and v.sym is None and v.shape is None]
+        if not unknown:
+            return
+        ranks = infer_parameter_ranks(fn, self.mentions_permute)
+        for name in unknown:
+            rank = ranks.get(name)
+            value = inner.env[name]
+            if rank is None or not isinstance(value, TensorFact):
+                continue
+            inner.env[name] = with_fields(
+                self.tensor_parameter(name, rank),
+                dtype=value.dtype,
+                device=value.device,
+                requires_grad=value.requires_grad,
+                carries_graph=value.carries_graph,
+                grad_unknown=value.grad_unknown,
+            )
 
     def _name_parameter_sizes(self: Interpreter, name: str, value: Value | None) -> None:
         """`x.shape[i]` names the sizes of a tensor parameter in the body."""

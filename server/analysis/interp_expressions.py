@@ -113,7 +113,7 @@ class ExpressionsMixin:
         test = self.eval(node.test, scope)
         if isinstance(test, Const) and isinstance(test.value, (bool, int)):
             return self.eval(node.body if test.value else node.orelse, scope)
-        return join_values(self.eval(node.body, scope), self.eval(node.orelse, scope))
+        return join_values(self.eval(node.body, scope), self.eval(node.orelse, scope), self.symops.canon_layout)
 
     def expr_NamedExpr(self: Interpreter, node: ast.NamedExpr, scope: Scope) -> Value:
         value = self.eval(node.value, scope)

@@ -15,6 +15,7 @@ from stridelens.server.analysis import symbolic_einops as sym_einops
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.facts import TensorFact
 from stridelens.server.analysis.interp_support import (
+    _FRESH_OUTPUT,
     _MAY_CHANGE_LAYOUT,
     _MAY_RETURN_INPUT,
     _PARAMETERLESS,
@@ -100,7 +101,7 @@ class ModulesMixin:
             contiguous=True if dense else None,
             assumes=frozenset().union(*(t.assumes for t in tensors)) if dense else frozenset(),
             storage_key=None if passes_through else self.fresh_storage(),
-            is_view=None,
+            is_view=False if _fresh_output(module) else None,
             carries_graph=(True if has_params else tensors[0].carries_graph) if scope.grad_enabled else False,
             requires_grad=(True if has_params else tensors[0].requires_grad) if scope.grad_enabled else False,
         )
@@ -159,3 +160,8 @@ class ModulesMixin:
                 value = out
             return value
         return self.symops.module(module, args, kwargs, scope, _access_path(node.func))
+
+
+def _fresh_output(module: ModuleValue) -> bool:
+    inplace = module.kwargs.get("inplace")
+    return module.name in _FRESH_OUTPUT and not (isinstance(inplace, Const) and inplace.value is True)

@@ -91,6 +91,9 @@ class SizesMixin:
         and no grad facts that only the default grad mode gave."""
         grad_unknown = fact.grad_unknown or (scope.grad_assumed and fact.carries_graph is True)
         if fact.sym is None:
+            if fact.assumes and fact.meta is None and fact.contiguous is not None:
+                # The layout verdict's conditions, written in the names here.
+                return with_fields(fact, rendered=LazyRendering(self.names, None, fact.assumes, self._names_here(scope)), grad_unknown=grad_unknown)
             return fact if grad_unknown == fact.grad_unknown else with_fields(fact, grad_unknown=True)
         # Written out only when asked (hover, explain, a message): most recorded facts never
         # are. The names and equal sizes are taken as they are now, at this line.
@@ -141,7 +144,16 @@ class SizesMixin:
         while current is not None:
             for name, value in current.env.items():
                 if isinstance(value, TensorFact) and value.storage_key == key and value.sym == layout:
+                    # A parameter of unknown rank (no layout to compare): the tensor itself,
+                    # not a view of its storage.
+                    if layout is None and value.is_view is True:
+                        continue
                     return name
+                if layout is None and isinstance(value, Opaque):
+                    # A parameter not yet used as a tensor in this scope's names.
+                    made = self._opaque_tensors.get(value.root)
+                    if made is not None and made.storage_key == key:
+                        return name
             current = current.parent
         return None
 

@@ -154,7 +154,7 @@ class StatementsMixin:
                 if a is None or b is None:
                     joined[name] = UNKNOWN
                 elif a is not b:
-                    joined[name] = join_values(a, b)
+                    joined[name] = join_values(a, b, self.symops.canon_layout)
         return joined
 
     def _loop(self: Interpreter, body: list[ast.stmt], orelse: list[ast.stmt], scope: Scope, bind: Any) -> None:
@@ -365,7 +365,7 @@ class StatementsMixin:
         if isinstance(iterable, SeqValue) and iterable.items:
             item = iterable.items[0]
             for other in iterable.items[1:]:
-                item = join_values(item, other)
+                item = join_values(item, other, self.symops.canon_layout)
             return item
         if isinstance(iterable, ListOf):
             return iterable.item

@@ -146,6 +146,20 @@ def _access_path(node: ast.expr) -> tuple[str, ...] | None:
     return (node.id, *reversed(parts))
 
 # Modules whose forward may return its input itself.
+# Modules whose output is a new tensor (`_base` None) whatever the input's layout, in training
+# and eval, with grad or not: checked against torch 2.13 (InstanceNorm returns a view, Linear
+# of a >2-d input too; an `inplace=True` activation returns its input).
+_FRESH_OUTPUT = frozenset(
+    {
+        "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+        "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "LayerNorm", "RMSNorm",
+        "ReLU", "ReLU6", "GELU", "SiLU", "ELU", "SELU", "LeakyReLU", "PReLU", "Tanh", "Sigmoid",
+        "Softmax", "LogSoftmax", "Softplus", "Mish", "Hardswish", "Hardsigmoid", "MaxPool1d",
+        "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+        "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "Upsample", "PixelShuffle", "ZeroPad2d",
+        "ReflectionPad2d", "Embedding",
+    }
+)
 _MAY_RETURN_INPUT = frozenset({"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity"})
 # Modules whose output layout may differ from their input's (a channels_last conv, an RNN).
 # (A conv keeps a row-major input row-major; only a channels_last input, not contiguous

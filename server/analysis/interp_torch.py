@@ -286,6 +286,8 @@ class TorchCallsMixin:
             # (`_base` set): whether they do depends on the equation, the sizes or grad mode.
             is_view=None if what in _MAYBE_VIEW_RESULTS else False,
             contiguous=True if dense else None,
+            # Dense because its inputs are: under their layout conditions (`x.is_contiguous()`).
+            assumes=frozenset().union(*(t.assumes for t in inputs)) if dense and what not in _ROW_MAJOR_RESULTS else frozenset(),
             carries_graph=graph,
             requires_grad=graph,
         )

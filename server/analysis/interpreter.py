@@ -172,7 +172,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
     def _join_call_sites(self, old: Value, new: Value) -> Value:
         """The fact of a node in a function body called from two sites, with a note saying
         why a shape is no longer stated."""
-        joined = join_values(old, new)
+        joined = join_values(old, new, self.symops.canon_layout)
         if not (isinstance(joined, TensorFact) and isinstance(old, TensorFact) and isinstance(new, TensorFact)):
             return joined
         notes = tuple(p for p in old.provenance if p.what == CALLS_DIFFER and p not in joined.provenance)
@@ -202,7 +202,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
                     self.eval(cond, inner)
             values = [self.eval(e, inner) for e in elts]
             value = values[0] if len(values) == 1 else UNKNOWN
-            result = value if result is None else join_values(result, value)
+            result = value if result is None else join_values(result, value, self.symops.canon_layout)
         return ListOf(result) if result is not None and len(elts) == 1 else UNKNOWN
 
     # ------------------------------------------------------------------ events

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import Condition
@@ -144,7 +145,7 @@ class SizeNames:
         if cond.kind == "contiguous":
             if cond.tensor_key is None:
                 return None
-            name = ctx.tensor_name(cond.tensor_key, cond.tensor_layout) if cond.tensor_layout is not None else None
+            name = ctx.tensor_name(cond.tensor_key, cond.tensor_layout)
             return None if name is None else f"{name}.is_contiguous()"
         if cond.a is None or cond.b is None:
             return None
@@ -164,16 +165,23 @@ class SizeNames:
 
     def render_layout(self, layout: Layout | None, conditions: frozenset[Condition], ctx: NameContext) -> RenderedLayout | None:
         """A symbolic layout and the conditions it holds under, in the names of `ctx`."""
-        if layout is None:
-            return None
         cache: dict[Path, Size | None] = {}
-        shape = self.render_all(layout.shape, ctx, cache, partial=True)
-        strides = self.render_all(layout.strides, ctx, cache)
-        offset: int | str | None = None
-        if isinstance(layout.offset, int):
-            offset = layout.offset
-        elif layout.offset is not None:
-            offset = self.render_size(layout.offset, ctx, cache)
+        if layout is None:
+            # No sizes to write (a layer's output of an input of unknown rank): only the
+            # conditions its other facts hold under (`x.is_contiguous()`).
+            if not conditions:
+                return None
+            shape: Any = None
+            strides: Any = None
+            offset: int | str | None = None
+        else:
+            shape = self.render_all(layout.shape, ctx, cache, partial=True)
+            strides = self.render_all(layout.strides, ctx, cache)
+            offset = None
+            if isinstance(layout.offset, int):
+                offset = layout.offset
+            elif layout.offset is not None:
+                offset = self.render_size(layout.offset, ctx, cache)
         assumes: list[str] = []
         layout_ok = True
         for cond in sorted(conditions, key=_condition_order):

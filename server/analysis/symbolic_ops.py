@@ -305,7 +305,12 @@ class SymbolicOps(ModuleOutputs):
             shape = self.sizes_of(args)
             if shape is None:
                 return None
-            sized = with_fields(tensor, assumes=tensor.assumes | self.conditions_of(args))
+            spelled = self.conditions_of(args)
+            if spelled and -1 not in shape and lay.equal(self.canon(lay.numel(shape)), self.canon(lay.numel(layout.shape))):
+                # `view(B, T, nh, C // nh)` of B*T*C elements: torch checks the element count,
+                # so every (non-empty) run past this line has nh dividing C. Not an assumption.
+                spelled = frozenset(c for c in spelled if c.kind != "divides")
+            sized = with_fields(tensor, assumes=tensor.assumes | spelled)
             return self._view_or_reshape(sized, layout, name, shape, scope)
         if name == "flatten":
             start = self._dim_arg(args, kwargs, 0, "start_dim", 0)
@@ -579,7 +584,9 @@ class SymbolicOps(ModuleOutputs):
         except (Undecided, ValueError):
             return None
         like = next(t for t in tensors if t.sym is not None or t.shape is not None)
-        return self.fresh(shape, like, tensors, scope, dtype=dtype if dtype is not True else _result_dtype(tensors), contiguous="inherit")
+        out = self.fresh(shape, like, tensors, scope, dtype=dtype if dtype is not True else _result_dtype(tensors), contiguous="inherit")
+        clamped = _clamp_conditions_broadcast_away(tensors, shapes, shape)
+        return with_fields(out, assumes=out.assumes - clamped) if clamped else out
 
     def matmul(self, a: TensorFact, b: TensorFact, scope: Any) -> TensorFact | None:
         sa, sb = a.known_shape, b.known_shape
@@ -774,6 +781,28 @@ class SymbolicOps(ModuleOutputs):
             n = self.size_of(args[-1])
             return (n,) if isinstance(n, SymExpr) else None
         return None
+
+
+def _clamp_conditions_broadcast_away(tensors: list[TensorFact], shapes: list[tuple[Size, ...]], result: tuple[Size, ...]) -> frozenset[Condition]:
+    """A slice's `stop <= size` conditions the broadcast result does not need: where one input
+    without them has the result's shape and the sliced input's dims are each 1 or that input's,
+    a clamped (shorter) dim either is 1 or fails to broadcast. `att.masked_fill(bias[:, :, :T, :T]
+    == 0, ...)` is `att`'s shape in every run that gets past it, whatever the buffer's size."""
+    clamps = [frozenset(c for c in t.assumes if c.kind == "le" and not c.layout_only) for t in tensors]
+    full = [i for i, s in enumerate(shapes) if s == result and not clamps[i]]
+    if not full or not any(clamps):
+        return frozenset()
+    dims = shapes[full[0]]
+    dropped: frozenset[Condition] = frozenset()
+    for shape, clamp in zip(shapes, clamps, strict=True):
+        if not clamp or len(shape) > len(dims):
+            continue
+        aligned = dims[len(dims) - len(shape) :]
+        if all(s == 1 or s == d for s, d in zip(shape, aligned, strict=True)):
+            dropped |= clamp
+    # A condition another input needs for its own sizes stays.
+    kept = frozenset().union(*(c for i, c in enumerate(clamps) if not (c <= dropped) or i in full))
+    return dropped - kept
 
 
 def _literal_arange_shape(args: list[Value]) -> tuple[Size, ...] | None:

@@ -8,6 +8,7 @@ tensors, and user classes whose `__init__` assigned modules. Everything else is 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
@@ -159,10 +160,15 @@ Value = Union[  # noqa: UP007 - a runtime alias mypy must see as a union
 ]
 
 
-def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
-    """The fact true on both paths: fields that agree survive, others become unknown."""
+def join_facts(a: TensorFact, b: TensorFact, canon: Callable[[Layout], Layout] | None = None) -> TensorFact:
+    """The fact true on both paths: fields that agree survive, others become unknown.
+    `canon` writes a symbolic layout in the sizes proved equal so far (a block's output
+    `(B, T, n_embd)` is its input's `(B, T, C)` once a Linear unified C with n_embd)."""
     if a is b:
         return a
+    sym_a, sym_b = a.sym, b.sym
+    if canon is not None and sym_a is not None and sym_b is not None and sym_a != sym_b:
+        sym_a, sym_b = canon(sym_a), canon(sym_b)
     # Field by field, written out: this runs for every node of a body called from two sites.
     shape_same = a.shape == b.shape
     strides_same = a.strides == b.strides
@@ -188,7 +194,7 @@ def join_facts(a: TensorFact, b: TensorFact) -> TensorFact:
         ),  # true on both paths
         storage_key=a.storage_key if key_same else None,
         meta=a.meta if shape_same and strides_same and offset_same and key_same else None,
-        sym=a.sym if a.sym == b.sym else join_layouts(a.sym, b.sym),
+        sym=sym_a if sym_a == sym_b else join_layouts(sym_a, sym_b),
         assumes=a.assumes | b.assumes,
         rendered=join_rendered(a.rendered, b.rendered),
         # Grad facts one path only assumed (the default grad mode) stay unstated after a join.
@@ -206,16 +212,16 @@ def join_layouts(a: Layout | None, b: Layout | None) -> Layout | None:
     return Layout(a.shape, a.strides, a.offset if a.offset == b.offset else None)
 
 
-def join_values(a: Value, b: Value) -> Value:
+def join_values(a: Value, b: Value, canon: Callable[[Layout], Layout] | None = None) -> Value:
     if a is b:
         return a
     if isinstance(a, TensorFact) and isinstance(b, TensorFact):
-        return join_facts(a, b)
+        return join_facts(a, b, canon)
     if isinstance(a, TensorFact) or isinstance(b, TensorFact):
         # A tensor on one path only: keep that it is a tensor, nothing else.
         return TensorFact()
     if isinstance(a, SeqValue) and isinstance(b, SeqValue) and len(a.items) == len(b.items):
-        return SeqValue(tuple(join_values(x, y) for x, y in zip(a.items, b.items, strict=False)), a.kind)
+        return SeqValue(tuple(join_values(x, y, canon) for x, y in zip(a.items, b.items, strict=False)), a.kind)
     try:
         if a == b:
             return a

@@ -297,7 +297,9 @@ def test_symbolic_facts_in_the_users_names(oracle: realcompare.SnippetOracle) ->
     q = _answer(oracle, "rearrange_split")
     assert q["shape"] == ["B", "self.heads", "N", "C // self.heads"]
     assert q["is_view"] is True and q["contiguous"] is False
-    assert "C % self.heads == 0" in q["assumes"]
+    # einops (like view) raises unless heads divides C: every run past the line has it, so
+    # it is no assumption of the fact.
+    assert not any("%" in a for a in q["assumes"])
     assert _answer(oracle, "rearrange_copy")["is_view"] is False  # reshape of a permuted tensor
     assert _answer(oracle, "repeat_expand")["strides"][1] == 0
     assert _answer(oracle, "topk_values")["shape"] == ["B", "T", "k"]

@@ -172,11 +172,13 @@ class SnippetOracle:
     report: FileReport
 
     def answer(self, name: str, function: str | None = None) -> dict[str, Any] | None:
-        """The answer for the first probe of `name` (after `def function(` when given)."""
+        """The answer for the first probe of `name` after `def function(` when given
+        (`function` may spell the parameters, `"forward(self, idx)"`, to pick one of several)."""
         start = 0
         if function is not None:
             lines = self.source.splitlines()
-            start = next(i for i, t in enumerate(lines, 1) if t.lstrip().startswith(f"def {function}("))
+            head = f"def {function}" if "(" in function else f"def {function}("
+            start = next(i for i, t in enumerate(lines, 1) if t.lstrip().startswith(head))
         probe = next(p for p in self.answers if p.name == name and p.line > start)
         return self.answers[probe]
 

@@ -1,0 +1,179 @@
+"""Facts through a chain of the file's own modules, as in nanoGPT's forward.
+
+What used to stop them, each checked here against real runs of the snippet:
+
+* `for block in self.blocks: x = block(x)`: the loop's two passes joined the block's output
+  `(B, T, n_embd)` with its input `(B, T, C)` as different shapes, though a Linear had proved
+  them equal; the join now reads both in the sizes proved equal.
+* `att.masked_fill(self.bias[:, :, :T, :T] == 0, ...)`: the slice's `T <= block_size` followed
+  every later tensor, and no caller could name it; a broadcast against `att` does not need it.
+* `view(B, T, nh, C // nh)`: torch checks the element count, so `C % nh == 0` holds past it.
+* a caller passing a tensor of unknown shape (`generate`'s `idx_cond`) to a body that unpacks it
+  (`b, t = idx.size()`): the body names its sizes as in its own pass, and both callers agree.
+* module outputs that are new tensors whatever the input (conv, norms, activations) are no view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tests.realcode import compare as realcompare
+
+NAME = "module_chains"
+
+SOURCE = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        mask = torch.tril(torch.ones(config.block_size, config.block_size))
+        self.register_buffer("bias", mask.view(1, 1, config.block_size, config.block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = q @ k.transpose(-2, -1)
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        y = self.c_proj(y)
+        return y
+
+
+class MLP(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.proj = nn.Linear(4 * config.n_embd, config.n_embd)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h = F.gelu(h)
+        h = self.proj(h)
+        return h
+
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd)
+        self.attn = Attention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd)
+        self.mlp = MLP(config)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.head = nn.Linear(config.n_embd, config.vocab_size)
+
+    def forward(self, idx):
+        b, t = idx.size()
+        x = self.wte(idx)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(x)
+        return logits
+
+    def generate(self, idx, steps):
+        for _ in range(steps):
+            idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size :]
+            logits = self(idx_cond)
+            nxt = logits[:, -1, :].argmax(dim=-1, keepdim=True)
+            idx = torch.cat((idx, nxt), dim=1)
+        return idx
+
+
+class Conv(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, padding=1)
+        self.bn = nn.BatchNorm2d(c)
+        self.act = nn.ReLU()
+
+    def forward(self, x):
+        out = self.bn(self.conv(x))
+        out = self.act(out)
+        return out
+"""
+
+
+class Config:
+    def __init__(self, **kw: int) -> None:
+        self.__dict__.update(kw)
+
+
+def _entry(ns: dict[str, Any]) -> None:
+    for n_embd, n_head, block_size, n_layer, b, t in ((8, 2, 6, 2, 2, 3), (12, 3, 5, 1, 1, 5), (6, 1, 4, 3, 3, 1)):
+        config = Config(n_embd=n_embd, n_head=n_head, block_size=block_size, n_layer=n_layer, vocab_size=11)
+        model = ns["GPT"](config)
+        idx = torch.randint(0, 11, (b, t))
+        model(idx).sum().backward()
+        with torch.no_grad():
+            model.generate(idx, block_size - t + 2)
+        ns["Conv"](3)(torch.randn(b, 3, 4, 5))
+        ns["Conv"](2)(torch.randn(b, 5, 4, 2).permute(0, 3, 1, 2))
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> realcompare.SnippetOracle:
+    return realcompare.snippet_oracle(SOURCE, NAME, _entry, tmp_path_factory.mktemp(NAME))
+
+
+def test_every_probe_ran(oracle: realcompare.SnippetOracle) -> None:
+    unreached = [p for p, runs in oracle.run.runs.items() if not runs]
+    assert not unreached, unreached
+
+
+def test_no_wrong_facts(oracle: realcompare.SnippetOracle) -> None:
+    if oracle.report.wrong:
+        lines = realcompare.wrong_facts_summary([oracle.report])
+        pytest.fail(f"{len(lines)} wrong fact(s):\n" + "\n".join(lines), pytrace=False)
+
+
+def test_the_block_loop_keeps_the_shape(oracle: realcompare.SnippetOracle) -> None:
+    x = oracle.answer("x", "forward(self, idx)") or {}
+    assert x.get("shape") is not None and len(x["shape"]) == 3 and x["shape"][:2] == ["b", "t"], x
+    logits = oracle.answer("logits", "forward(self, idx)") or {}
+    assert logits.get("shape") == ["b", "t", "self.head.out_features"], logits
+
+
+def test_the_mask_and_the_heads_split_are_no_assumptions(oracle: realcompare.SnippetOracle) -> None:
+    att = oracle.answer("att", "forward(self, x)") or {}
+    assert att.get("shape") == ["B", "self.n_head", "T", "T"], att
+    for name in ("att", "y"):
+        answer = oracle.answer(name, "forward(self, x)") or {}
+        assert not any("<=" in a or "%" in a for a in answer.get("assumes") or []), (name, answer)
+
+
+def test_the_mlp_reached_through_the_block_has_shapes(oracle: realcompare.SnippetOracle) -> None:
+    h = oracle.answer("h", "forward(self, x)") or {}
+    assert h.get("shape") is not None and len(h["shape"]) == 3, h
+
+
+def test_module_outputs_are_new_tensors(oracle: realcompare.SnippetOracle) -> None:
+    out = oracle.answer("out", "forward(self, x)") or {}
+    assert out.get("is_view") is False, out
