@@ -170,8 +170,9 @@ class UserCallsMixin:
 
     def _generalised(self: Interpreter, value: Value, name: str) -> Value:
         """A tensor of literal sizes as a parameter of any sizes of its rank (named
-        `name.shape[i]`), with its dtype, device and grad facts; its row-major layout, if it has
-        one, is assumed (and says so) as for any parameter."""
+        `name.shape[i]`); its row-major layout, if it has one, is assumed (and says so) as for
+        any parameter. Its dtype, device and grad facts are the demo's only (other callers
+        train on cuda, in half precision, on a generator's output): not kept."""
         if not _literal(value):
             return value
         assert isinstance(value, TensorFact) and value.shape is not None
@@ -181,14 +182,7 @@ class UserCallsMixin:
         else:
             shape = tuple(self.names.new_atom((name, "shape", f"[{i}]")) for i in range(rank))
             base = TensorFact(storage_key=self.fresh_storage(), sym=lay.Layout(shape, None, None))
-        return with_fields(
-            base,
-            dtype=value.dtype,
-            device=value.device,
-            requires_grad=value.requires_grad,
-            carries_graph=value.carries_graph,
-            grad_unknown=value.grad_unknown,
-        )
+        return base
 
     def _follow(
         self: Interpreter,
