@@ -414,7 +414,13 @@ class ExpressionsMixin:
         exact = True
         for a in node.args:
             if isinstance(a, ast.Starred):
-                self.eval(a.value, scope)
+                spread = self.eval(a.value, scope)
+                if isinstance(spread, SeqValue):
+                    args.extend(spread.items)  # `f(*[a, b])`, `x.view(*shape)`: the items themselves
+                    continue
+                if isinstance(spread, ListOf) and len(node.args) == 1:
+                    # `nn.Sequential(*[Block() for _ in range(n)])`: n of the same (interp_modules).
+                    self.spread_lists[node] = spread
                 exact = False
                 continue
             args.append(self.eval(a, scope))

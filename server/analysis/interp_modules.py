@@ -35,6 +35,7 @@ from stridelens.server.analysis.values import (
     SeqValue,
     TorchRef,
     Value,
+    join_values,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +60,10 @@ class ModulesMixin:
             return UNKNOWN
         if leaf == "ModuleDict" and exact and len(args) == 1 and isinstance(args[0], DictValue):
             return args[0]
+        spread = self.spread_lists.get(node)
+        if leaf == "Sequential" and spread is not None and not kwargs and isinstance(spread.item, (InstanceValue, ModuleValue)):
+            # Some number (maybe none) of the same layer, applied in turn.
+            return ModuleValue(canonical, (spread.item,), {}, line=node.lineno, built=False, repeated=True)
         literal = exact and all(
             isinstance(a, (Const, ModuleValue)) or (isinstance(a, TorchRef) and _is_torch_constant(a.path))
             for a in [*args, *kwargs.values()]
@@ -144,7 +149,11 @@ class ModulesMixin:
     def _symbolic_module(
         self: Interpreter, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope
     ) -> Value | None:
+        if module.name == "Sequential" and module.repeated:
+            return self._repeated_layer(module.args[0], args[0] if args else UNKNOWN, node, scope)
         if module.name == "Sequential":
+            if module.built is False and not module.args:
+                return None  # `nn.Sequential(*layers)` of layers not known: not the identity
             value: Value = args[0] if args else UNKNOWN
             for child in module.args:
                 if not isinstance(value, TensorFact):
@@ -160,6 +169,25 @@ class ModulesMixin:
                 value = out
             return value
         return self.symops.module(module, args, kwargs, scope, _access_path(node.func))
+
+    def _repeated_layer(self: Interpreter, layer: Value, x: Value, node: ast.Call, scope: Scope) -> Value | None:
+        """`nn.Sequential(*[Block() for _ in range(n)])(x)`: what holds after any number of
+        blocks, none included (a loop's two passes, as `for blk in blocks: x = blk(x)`)."""
+        if not isinstance(x, TensorFact):
+            return None
+        once = self._apply_layer(layer, x, node, scope)
+        if once is None:
+            return None
+        entry = join_values(x, once, self.symops.canon_layout)
+        twice = self._apply_layer(layer, entry, node, scope) if isinstance(entry, TensorFact) else None
+        return None if twice is None else join_values(x, twice, self.symops.canon_layout)
+
+    def _apply_layer(self: Interpreter, layer: Value, x: TensorFact, node: ast.Call, scope: Scope) -> Value | None:
+        if isinstance(layer, InstanceValue):
+            return self.call_value(layer, [x], {}, True, node, scope)
+        if isinstance(layer, ModuleValue):
+            return self.symops.module(layer, [x], {}, scope, None)
+        return None
 
 
 def _fresh_output(module: ModuleValue) -> bool:

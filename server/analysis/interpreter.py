@@ -105,6 +105,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.quiet_depth = 0
         # > 0 inside a body followed from a demo (both runs): its own calls are followed as usual.
         self.demo_followed = 0
+        # Call node -> the list of unknown length spread as its only argument (`f(*layers)`).
+        self.spread_lists: dict[ast.AST, ListOf] = {}
         self._returns: list[list[Value]] = []
 
     # ------------------------------------------------------------------ driver

@@ -96,6 +96,8 @@ class ModuleValue:
     line: int = 0
     built: Any = field(default=None, repr=False)
     training: bool = True
+    # `nn.Sequential(*[layer for _ in range(n)])`: args holds the one layer, applied n >= 0 times.
+    repeated: bool = False
 
     @property
     def name(self) -> str:

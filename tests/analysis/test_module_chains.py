@@ -11,6 +11,8 @@ What used to stop them, each checked here against real runs of the snippet:
 * a caller passing a tensor of unknown shape (`generate`'s `idx_cond`) to a body that unpacks it
   (`b, t = idx.size()`): the body names its sizes as in its own pass, and both callers agree.
 * module outputs that are new tensors whatever the input (conv, norms, activations) are no view.
+* `nn.Sequential(*[Block() for _ in range(n)])`: n >= 0 blocks (was: the identity, so the
+  output was stated a view of a permuted input).
 """
 
 from __future__ import annotations
@@ -107,6 +109,27 @@ class GPT(nn.Module):
         return idx
 
 
+class Residual(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        x = x + self.fc(x)
+        return x
+
+
+class Tower(nn.Module):
+    def __init__(self, width, layers):
+        super().__init__()
+        self.blocks = nn.Sequential(*[Residual(width) for _ in range(layers)])
+
+    def forward(self, x):
+        x = x.permute(1, 0, 2)
+        x = self.blocks(x)
+        return x
+
+
 class Conv(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -134,6 +157,7 @@ def _entry(ns: dict[str, Any]) -> None:
         model(idx).sum().backward()
         with torch.no_grad():
             model.generate(idx, block_size - t + 2)
+        ns["Tower"](n_embd, n_layer)(torch.randn(b, t, n_embd))
         ns["Conv"](3)(torch.randn(b, 3, 4, 5))
         ns["Conv"](2)(torch.randn(b, 5, 4, 2).permute(0, 3, 1, 2))
 
@@ -177,3 +201,13 @@ def test_the_mlp_reached_through_the_block_has_shapes(oracle: realcompare.Snippe
 def test_module_outputs_are_new_tensors(oracle: realcompare.SnippetOracle) -> None:
     out = oracle.answer("out", "forward(self, x)") or {}
     assert out.get("is_view") is False, out
+
+
+def test_a_sequential_of_a_repeated_block_is_not_the_identity(oracle: realcompare.SnippetOracle) -> None:
+    # `nn.Sequential(*[Residual(w) for _ in range(n)])`: its output is not the permuted view it
+    # was given (CLIP's Transformer); with n unknown, is_view is not stated, the shape is.
+    lines = SOURCE.splitlines()
+    line = next(i for i, t in enumerate(lines, 1) if "x = self.blocks(x)" in t)
+    answer = next(a for p, a in oracle.answers.items() if p.line == line) or {}
+    assert answer.get("is_view") is not True, answer
+    assert answer.get("shape") == ["x.shape[0]", "x.shape[1]", "x.shape[2]"], answer
