@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.constfold import NOT_FOLDED, fold_binop, fold_unary
-from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_sizes import SymSlice
 from stridelens.server.analysis.interp_support import (
     _LIST_MUTATORS,
@@ -188,7 +188,7 @@ class ExpressionsMixin:
                         view_of=left.view_of,
                         storage_numel=left.storage_numel,
                     )
-                return result
+                return _written_into(left, right, scope.grad_enabled)
             return self.tensor_op(fn, [left, right], node, scope, "matmul" if fn is operator.matmul else "op")
         return UNKNOWN
 
@@ -565,3 +565,19 @@ def _no_view_verdict(value: Value) -> Value:
     if isinstance(value, ListOf) and isinstance(value.item, TensorFact) and value.item.is_view:
         return replace(value, item=_no_view_verdict(value.item))
     return value
+
+
+def _written_into(left: TensorFact, right: Value, grad_enabled: bool) -> TensorFact:
+    """`x += r` (no exact replay): the same tensor, so its shape, layout, dtype and storage
+    stay (an in-place op cannot broadcast its target or change its dtype); only whether it
+    now carries a graph may change."""
+    others = [right] if isinstance(right, TensorFact) else []
+    if not grad_enabled:
+        grad = left.requires_grad
+    elif left.requires_grad is True or any(t.requires_grad is True or t.carries_graph is True for t in others):
+        grad = True
+    elif left.requires_grad is False and all(t.requires_grad is False and t.carries_graph is False for t in others):
+        grad = False
+    else:
+        grad = None
+    return with_fields(left, requires_grad=grad, carries_graph=grad if grad_enabled else left.carries_graph)

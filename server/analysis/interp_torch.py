@@ -468,7 +468,39 @@ class TorchCallsMixin:
             return fact.with_note("copy", f".{name}(...) to {device}" if changed_device else f".{name}(...)", line)
         if not dtype_args and not changed_device:
             return tensor
-        return self._symbolic_copy(tensor, device, scope)
+        return self._symbolic_to(tensor, device, dtype_args, scope)
+
+    def _symbolic_to(self: Interpreter, tensor: TensorFact, device: str | None, dtype_args: list[Value], scope: Scope) -> TensorFact:
+        """`.to(...)` without replay: the same shape, the dtype asked for; a copy for certain only
+        where the dtype or device known differs (else it may be the tensor itself)."""
+        dtypes = {_dtype_of(a) for a in dtype_args}
+        dtype = dtypes.pop() if len(dtypes) == 1 else (tensor.dtype if not dtype_args else None)
+        if dtype is None or tensor.sym is None:
+            return self._symbolic_copy(tensor, device, scope)
+        moved = device is not None and tensor.device is not None and device != tensor.device
+        copies = moved or (tensor.dtype is not None and tensor.dtype != dtype)
+        if not copies and tensor.dtype == dtype and device == tensor.device:
+            return tensor
+        floating = dtype.startswith(("float", "bfloat", "complex"))
+        if copies:
+            grad: bool | None = (tensor.requires_grad if floating else False) if scope.grad_enabled else False
+        else:
+            grad = tensor.requires_grad if scope.grad_enabled or tensor.requires_grad is False else None
+        if not floating:
+            grad = False  # an integer or bool tensor never requires grad
+        dense = tensor.contiguous is True
+        return TensorFact(
+            device=device,
+            dtype=dtype,
+            # torch.preserve_format: a dense input's strides (a contiguous one stays contiguous).
+            sym=lay.contiguous(tensor.sym.shape) if dense and copies else lay.Layout(tensor.sym.shape, None, None),
+            contiguous=True if dense else None,
+            assumes=tensor.assumes if dense else frozenset(),
+            is_view=False if copies or tensor.is_view is False else None,
+            storage_key=self.fresh_storage() if copies else None,
+            requires_grad=grad,
+            carries_graph=grad if copies else None,
+        )
 
     def _symbolic_copy(self: Interpreter, tensor: TensorFact, device: str | None, scope: Scope) -> TensorFact:
         return TensorFact(

@@ -193,6 +193,12 @@ class SizeNames:
                 continue
             if text not in assumes:
                 assumes.append(text)
+            if cond.kind == "contiguous" and (strides is not None or offset is not None):
+                # The layout taken for a parameter is row-major from its first element: a
+                # contiguous view (`buf[1:]`) starts further on, and so do views of it.
+                start = text.removesuffix(".is_contiguous()") + ".storage_offset() == 0"
+                if start not in assumes:
+                    assumes.append(start)
         if not layout_ok:
             strides, offset = None, None
         if shape is None and strides is None and offset is None and not assumes:

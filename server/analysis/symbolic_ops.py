@@ -372,12 +372,26 @@ class SymbolicOps(ModuleOutputs):
             return self.same_layout_op(tensor, scope)
         if name in ("type_as",) and args and isinstance(args[0], TensorFact):
             return self.same_layout_op(tensor, scope, dtype=args[0].dtype)
-        if name in ("float", "half", "double", "long", "int", "short", "bool", "bfloat16", "byte", "char"):
+        if name == "type" and len(args) == 1 and not kwargs and isinstance(args[0], TorchRef) and args[0].path.startswith("torch."):
+            from stridelens.server.analysis.torch_api import DTYPES
+
+            dtype_name = DTYPES.get(args[0].path[6:])
+            if dtype_name is None:
+                return None
+            name, cast = "type", dtype_name
+        else:
+            cast = None
+        if name in ("float", "half", "double", "long", "int", "short", "bool", "bfloat16", "byte", "char") or cast:
             from stridelens.server.analysis.torch_api import CAST_METHODS
 
-            if tensor.dtype == CAST_METHODS[name]:
+            target = cast or CAST_METHODS[name]
+            if tensor.dtype == target:
                 return tensor  # the same tensor, as torch returns
-            return self.same_layout_op(tensor, scope, dtype=CAST_METHODS[name] if tensor.dtype else None)
+            out = self.same_layout_op(tensor, scope, dtype=target)
+            if tensor.dtype is None:
+                # Maybe the tensor itself (already of that dtype): no new storage for certain.
+                out = with_fields(out, is_view=False if tensor.is_view is False else None, storage_key=None)
+            return out
         if name in ("matmul", "mm", "bmm") and args and isinstance(args[0], TensorFact):
             return self.matmul(tensor, args[0], scope)
         if name in RETURNS_VALUES_INDICES:

@@ -100,7 +100,7 @@ def reshape_verdict(layout: Layout, shape: tuple[Size, ...], flatten: tuple[int,
         outcome = run({})
         if outcome[0] == "view" and base.strides == lay.contiguous_strides(base.shape) and base.offset == 0:
             return outcome, frozenset()  # a row-major input views as row-major, for every size
-        involved = (*base.shape, *(s for s in sizes if isinstance(s, SymExpr)))
+        involved = (*base.shape, *(s for s in sizes if isinstance(s, SymExpr)), *_stride_atoms(base))
         return outcome, flip_conditions(involved, run, outcome)
 
     return _cached(("reshape", flatten), [layout], shape, solve)
@@ -124,7 +124,18 @@ def contiguity_verdict(layout: Layout) -> tuple[bool | None, frozenset[Condition
                 raise Undecided
             return lay.is_contiguous(sub)
 
-        return (False,), flip_conditions(base.shape, run, False)
+        # A size only the strides hold matters too: `x[:, 0]` of a (B, T, C) tensor has strides
+        # (T * C, 1) and is contiguous when T == 1.
+        return (False,), flip_conditions((*base.shape, *_stride_atoms(base)), run, False)
 
     outcome, flips = _cached(("contiguous",), [layout], (), solve)
     return outcome[0], flips
+
+
+def _stride_atoms(layout: Layout) -> tuple[SymExpr, ...]:
+    """Each size (atom) that appears in the strides or the offset, as a size of its own."""
+    found: set[int] = set()
+    for x in (*(layout.strides or ()), layout.offset):
+        if isinstance(x, SymExpr):
+            found |= x.atoms()
+    return tuple(sz.atom(a) for a in sorted(found))

@@ -145,6 +145,7 @@ def _receiver_kind(analysis: Analysis, call: ast.Call) -> str | None:
 
 
 _IS_CONTIGUOUS = ".is_contiguous()"
+_STARTS_AT_ZERO = ".storage_offset() == 0"
 _LITERALS_DIFFER = re.compile(r"-?\d+ != -?\d+")
 
 
@@ -158,7 +159,8 @@ def _noncontiguity_conditions(fact: TensorFact) -> tuple[str, bool] | None:
     if fact.meta is not None or not fact.assumes:
         return "", True  # replayed with the exact layout, or true for every size
     text = fact.layout_text
-    named = list(text.assumes) if text is not None else []
+    # Where a parameter's layout starts does not change whether it is contiguous.
+    named = [t for t in (text.assumes if text is not None else ()) if not t.endswith(_STARTS_AT_ZERO)]
     prose: set[str] = set()  # assumptions in words (no backticks around them)
     if text is None or not text.layout_ok:
         # Some condition has no name at this line. Each size condition renders to one text;

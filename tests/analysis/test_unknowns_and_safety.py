@@ -54,7 +54,8 @@ def test_sizes_the_file_does_not_spell_out_are_named_never_guessed() -> None:
     p = fact_at_name(UNKNOWN_SIZES, "p")
     assert p.to_json("p")["shape"] == ["x.shape[0]", "x.shape[2]", "x.shape[1]"]
     assert p.contiguous is False
-    assert set(p.to_json("p")["assumes"]) == {"x.shape[1] != 1", "x.shape[2] != 1", "x.is_contiguous()"}
+    # (and its strides and offset, that x starts its storage: not a view like `buf[1:]`)
+    assert set(p.to_json("p")["assumes"]) == {"x.shape[1] != 1", "x.shape[2] != 1", "x.is_contiguous()", "x.storage_offset() == 0"}
     # `n` is used as a size: a fresh factory result of shape (n, 3) is contiguous for any n.
     r = fact_at_name(UNKNOWN_SIZES, "r")
     assert r.to_json("r")["shape"] == ["n", 3] and r.contiguous is True

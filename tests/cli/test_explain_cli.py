@@ -93,7 +93,8 @@ def test_assumes_come_in_the_same_order_in_every_process(tmp_path: Path) -> None
         "def patches(images, patch, merge):\n"
         "    B, C, H, W = images.shape\n"
         "    gh, gw = H // patch, W // patch\n"
-        "    p = images.reshape(B, C, gh // merge, merge, patch, gw // merge, merge, patch)\n"
+        # The -1: torch's element count check no longer proves the divisions exact.
+        "    p = images.reshape(B, C, gh // merge, merge, patch, -1)\n"
         "    return p\n"
     )
     seen = set()
