@@ -62,7 +62,7 @@ class ExpressionsMixin:
         value: Value = handler(self, node, scope)
         if value is UNKNOWN or type(value) is Const:
             return value
-        if self.inference_depth and kind is not ast.Name:
+        if (self.inference_depth or (self.bodies_may_infer and scope.parent is not None)) and kind is not ast.Name:
             value = _no_view_verdict(value)
         self.record(node, value, scope)
         return value

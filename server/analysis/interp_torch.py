@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 # 'i,j->ij'), repeat_interleave with an int count, tensordot, bilinear, meshgrid, 1-d pools.
 _MAYBE_VIEW_RESULTS = frozenset(
     {
-        "einsum", "repeat_interleave", "tensordot", "bilinear", "meshgrid", "broadcast_tensors",
+        "einsum", "repeat_interleave", "tensordot", "bilinear", "meshgrid", "broadcast_tensors", "linear",
         "broadcast_to", "expand", "as_strided", "max_pool1d", "adaptive_avg_pool1d",
         "adaptive_max_pool1d", "scaled_dot_product_attention",
     }
@@ -260,16 +260,22 @@ class TorchCallsMixin:
             return self._symbolic_new(tensors, scope, leaf)
         return self._from_output(out, tensors[0], node, f"{leaf}()")
 
-    def _symbolic_new(self: Interpreter, inputs: list[TensorFact], scope: Scope, what: str) -> TensorFact:
+    def _maybe_tensors(self: Interpreter, operands: list[Value]) -> bool:
+        """Is an operand a value the analysis cannot follow (maybe a tensor: `einops.einsum`'s)?"""
+        return any(not isinstance(o, TensorFact) and not (isinstance(o, Const) and isinstance(o.value, (int, float, bool))) and not self.symops.is_number(o) for o in operands)
+
+    def _symbolic_new(self: Interpreter, inputs: list[TensorFact], scope: Scope, what: str, unknown_operands: bool = False) -> TensorFact:
         """A fresh tensor computed from `inputs` whose sizes are unknown. Computed only from
         contiguous tensors it is contiguous too (TensorIterator, reductions, matmul and the
-        nn kernels keep the inputs' dense layout), except for the ops that return views."""
+        nn kernels keep the inputs' dense layout), except for the ops that return views.
+        `unknown_operands`: another operand may be a tensor (of any layout, maybe requiring
+        grad): neither is stated then."""
         graph: bool | None = None
         if not scope.grad_enabled:
             graph = False
         elif any(t.carries_graph or t.requires_grad for t in inputs):
             graph = True
-        elif all(t.requires_grad is False for t in inputs):
+        elif all(t.requires_grad is False for t in inputs) and not unknown_operands:
             graph = False
         key = self.fresh_storage()
         if not self.replay and inputs and all(t.storage_key in self.sized_storages for t in inputs):
@@ -277,7 +283,7 @@ class TorchCallsMixin:
         # matmul & co. lay their result out afresh whatever their inputs' strides (checked
         # against torch for transposed, broadcast and 1-d operands).
         dense = bool(inputs) and what not in _STRIDED_RESULTS and (
-            what in _ROW_MAJOR_RESULTS or all(t.contiguous is True for t in inputs)
+            what in _ROW_MAJOR_RESULTS or (all(t.contiguous is True for t in inputs) and not unknown_operands)
         )
         return TensorFact(
             device=inputs[0].device if inputs else None,
@@ -315,10 +321,10 @@ class TorchCallsMixin:
                 out = rp.cached_call(("op", fn), concrete, {}, lambda: fn(*concrete))
         except rp.CannotReplay:
             symbolic = self._symbolic_elementwise(fn, operands, tensors, scope)
-            return symbolic if symbolic is not None else self._symbolic_new(tensors, scope, what)
+            return symbolic if symbolic is not None else self._symbolic_new(tensors, scope, what, self._maybe_tensors(operands))
         except Exception as err:  # noqa: BLE001
             self._event("replay-error", node, f"{what}: {_first_line(err)}")
-            return self._symbolic_new(tensors, scope, what)
+            return self._symbolic_new(tensors, scope, what, self._maybe_tensors(operands))
         result = self._from_output(out, tensors[0], node, what)
         if isinstance(result, TensorFact) and result.is_view and tensors:
             result = with_fields(result, view_of=tensors[0].view_of)
@@ -620,6 +626,11 @@ class TorchCallsMixin:
             return with_fields(base, is_view=False, storage_key=self.fresh_storage(), contiguous=tensor.contiguous, permuted_by=tensor.permuted_by)
         if name in api.CAST_METHODS:
             return with_fields(base, dtype=api.CAST_METHODS[name])
+        if name == "type_as" and args and isinstance(args[0], TensorFact):
+            # The tensor itself where the dtypes agree (no `_base` verdict either way).
+            if tensor.dtype is not None and tensor.dtype == args[0].dtype:
+                return tensor
+            return with_fields(base, dtype=args[0].dtype)
         if name.endswith("_"):
             return tensor
         fresh = self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)

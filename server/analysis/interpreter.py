@@ -75,6 +75,10 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # How many `torch.inference_mode()` blocks (or decorated bodies) enclose the code
         # being interpreted: views made there are stated without `is_view` (interp_expressions).
         self.inference_depth = 0
+        # Whether an inference_mode region of this file calls the file's own code (llama2.c's
+        # `@torch.inference_mode() def generate(...): ... self(idx_cond)`): then any function
+        # body may run there, and no view in one is stated a view (interp_expressions).
+        self.bodies_may_infer = source is not None and "inference_mode" in source and _inference_calls_own_code(tree)
         # Whether autograd records at each statement (False under no_grad & co.).
         self.grad_enabled: dict[ast.stmt, bool] = {}
         self.events: list[ReplayEvent] = []
@@ -235,3 +239,25 @@ _STMT_HANDLERS: dict[type, Any] = {
 }
 Interpreter._expr_handlers = _EXPR_HANDLERS
 Interpreter._stmt_handlers = _STMT_HANDLERS
+
+
+def _inference_calls_own_code(tree: ast.Module) -> bool:
+    """Does a `torch.inference_mode()` block or decorated function call anything but torch?"""
+    regions: list[ast.AST] = []
+    for node in ast.walk(tree):
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_mentions_inference_mode(d) for d in node.decorator_list)) or (isinstance(node, (ast.With, ast.AsyncWith)) and any(_mentions_inference_mode(i.context_expr) for i in node.items)):
+            regions.append(node)
+    for region in regions:
+        for call in ast.walk(region):
+            if not isinstance(call, ast.Call) or _mentions_inference_mode(call):
+                continue
+            root = call.func
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in ("torch", "F", "nn", "math", "print", "len", "range", "min", "max", "int", "float")):
+                return True
+    return False
+
+
+def _mentions_inference_mode(node: ast.AST) -> bool:
+    return any((isinstance(n, ast.Attribute) and n.attr == "inference_mode") or (isinstance(n, ast.Name) and n.id == "inference_mode") for n in ast.walk(node))

@@ -371,7 +371,14 @@ class SymbolicOps(ModuleOutputs):
         if name == "clone" and not kwargs:
             return self.same_layout_op(tensor, scope)
         if name in ("type_as",) and args and isinstance(args[0], TensorFact):
-            return self.same_layout_op(tensor, scope, dtype=args[0].dtype)
+            other = args[0].dtype
+            if other is not None and other == tensor.dtype:
+                return tensor  # the same tensor, as torch returns
+            out = self.same_layout_op(tensor, scope, dtype=other)
+            if other is None or tensor.dtype is None:
+                # Maybe the tensor itself (llama2.c's `xq_out.type_as(xq)`, a view): say nothing of it.
+                out = with_fields(out, is_view=False if tensor.is_view is False else None, storage_key=None)
+            return out
         if name == "type" and len(args) == 1 and not kwargs and isinstance(args[0], TorchRef) and args[0].path.startswith("torch."):
             from stridelens.server.analysis.torch_api import DTYPES
 
@@ -622,9 +629,9 @@ class SymbolicOps(ModuleOutputs):
         self.unify(x.sym.shape[-1], in_features)
         shape = tuple(self.canon(s) for s in (*x.sym.shape[:-1], out_features))
         out = self.fresh(shape, x, inputs, scope)
-        # With a bias, a >2-d input comes back as a view of a 2-d result: storage is new,
-        # whether `_base` is set depends on the bias; say nothing about it.
-        return with_fields(out, is_view=None) if len(shape) > 2 else out
+        # With a bias, a 1-d or >2-d input comes back as a view of a 2-d result (checked on
+        # torch 2.13): storage is new, whether `_base` is set depends on the bias; say nothing.
+        return with_fields(out, is_view=None) if len(shape) != 2 else out
 
     # ------------------------------------------------------------------ torch.* / F.*
     def function(self, leaf: str, args: list[Value], kwargs: dict[str, Value], scope: Any, functional: bool) -> Value | None:
@@ -788,6 +795,8 @@ class SymbolicOps(ModuleOutputs):
             if literal:
                 return shape if all(isinstance(s, int) for s in shape) else None
             return shape if any(isinstance(s, SymExpr) for s in shape) else None
+        if name == "arange" and any(k in kwargs for k in ("start", "end", "step")):
+            return None  # LeViT's `arange(0, n, step=2)`: a ceiling division not modelled
         if name == "arange" and literal:
             return _literal_arange_shape(args)
         if name == "arange" and (len(args) == 1 or (len(args) == 2 and args[0] == Const(0))):
