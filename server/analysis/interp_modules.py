@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis import symbolic_einops as sym_einops
 from stridelens.server.analysis import torch_api as api
-from stridelens.server.analysis.facts import TensorFact
+from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_support import (
     _FRESH_OUTPUT,
     _MAY_CHANGE_LAYOUT,
@@ -87,6 +87,17 @@ class ModulesMixin:
         return UNKNOWN
 
     def call_module(
+        self: Interpreter, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
+    ) -> Value:
+        result = self._module_output(module, args, kwargs, exact, node, scope)
+        if isinstance(result, TensorFact) and result.dtype is None and self.default_dtypes:
+            tensors = [a for a in args if isinstance(a, TensorFact)]
+            dtype = _output_dtype(module, tensors[0] if tensors else None)
+            if dtype is not None:
+                result = with_fields(result, dtype=dtype)
+        return result
+
+    def _module_output(
         self: Interpreter, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
     ) -> Value:
         if args and isinstance(args[0], Opaque) and len(args[0].path) == 1:
@@ -193,3 +204,25 @@ class ModulesMixin:
 def _fresh_output(module: ModuleValue) -> bool:
     inplace = module.kwargs.get("inplace")
     return module.name in _FRESH_OUTPUT and not (isinstance(inplace, Const) and inplace.value is True)
+
+
+# Layers whose output has their weight's dtype: torch requires the input's to match (no
+# autocast here), so in every run that gets past the call it is the weight's.
+_WEIGHT_DTYPE = frozenset(
+    {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Embedding", "EmbeddingBag"}
+)
+# Layers whose output has their input's dtype (norms run mixed float32 weights on a half input).
+_INPUT_DTYPE = _FRESH_OUTPUT - _WEIGHT_DTYPE | _MAY_RETURN_INPUT | {"Flatten", "Unflatten", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
+
+
+def _output_dtype(module: ModuleValue, x: TensorFact | None) -> str | None:
+    """The dtype of a layer's output where the file never changes dtypes (its parameters are
+    float32, torch's default): the weight's for Linear/Conv/Embedding, the input's otherwise."""
+    if module.name in _WEIGHT_DTYPE:
+        asked = module.kwargs.get("dtype")
+        if asked is not None:
+            return api.DTYPES.get(asked.path.removeprefix("torch.")) if isinstance(asked, TorchRef) else None
+        return "float32"
+    if module.name in _INPUT_DTYPE and x is not None:
+        return x.dtype
+    return None

@@ -174,6 +174,17 @@ class TorchCallsMixin:
             requires_grad=to_value(requires_grad) if isinstance(requires_grad, Const) else (False if requires_grad is None else None),
             carries_graph=False,
         )
+        asked = kwargs.get("dtype")
+        if asked is not None:
+            symbolic = with_fields(symbolic, dtype=_dtype_of(asked))
+        elif name.endswith("_like") and args and isinstance(args[0], TensorFact):
+            symbolic = with_fields(symbolic, dtype=args[0].dtype)
+        elif name in ("randint", "randperm"):
+            symbolic = with_fields(symbolic, dtype="int64")
+        elif self.default_dtypes and name in ("zeros", "ones", "empty", "randn", "rand"):
+            symbolic = with_fields(symbolic, dtype="float32")  # torch's default dtype: never changed here
+        elif self.default_dtypes and name == "arange" and args:
+            symbolic = with_fields(symbolic, dtype=_default_factory_dtype(name, args) if all(isinstance(a, Const) for a in args) else None)
         if name in ("tensor", "as_tensor") and args:
             data = args[0]
             if not isinstance(data, Const) or _literal_size(data.value) > MAX_LITERAL_ELEMENTS:

@@ -78,6 +78,9 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # Whether an inference_mode region of this file calls the file's own code (llama2.c's
         # `@torch.inference_mode() def generate(...): ... self(idx_cond)`): then any function
         # body may run there, and no view in one is stated a view (interp_expressions).
+        # Parameters are float32 (torch's default) where the file never changes a dtype: no
+        # half/bfloat16/float64/double, autocast or set_default_dtype anywhere in it.
+        self.default_dtypes = source is not None and not (any(w in source for w in _DTYPE_CHANGES) and _changes_dtypes(tree))
         self.bodies_may_infer = source is not None and "inference_mode" in source and _inference_calls_own_code(tree)
         # Whether autograd records at each statement (False under no_grad & co.).
         self.grad_enabled: dict[ast.stmt, bool] = {}
@@ -239,6 +242,20 @@ _STMT_HANDLERS: dict[type, Any] = {
 }
 Interpreter._expr_handlers = _EXPR_HANDLERS
 Interpreter._stmt_handlers = _STMT_HANDLERS
+
+
+_DTYPE_CHANGES = ("half", "float16", "bfloat16", "float64", "double", "autocast", "set_default_dtype", "set_default_tensor_type", "amp")
+
+
+def _changes_dtypes(tree: ast.Module) -> bool:
+    """Does the code (not its comments or docstrings) name a dtype change?"""
+    for node in ast.walk(tree):
+        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if name is not None and name in _DTYPE_CHANGES:
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in _DTYPE_CHANGES:
+            return True  # `dtype="float16"`, `getattr(torch, "bfloat16")`
+    return False
 
 
 def _inference_calls_own_code(tree: ast.Module) -> bool:

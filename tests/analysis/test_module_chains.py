@@ -211,3 +211,20 @@ def test_a_sequential_of_a_repeated_block_is_not_the_identity(oracle: realcompar
     answer = next(a for p, a in oracle.answers.items() if p.line == line) or {}
     assert answer.get("is_view") is not True, answer
     assert answer.get("shape") == ["x.shape[0]", "x.shape[1]", "x.shape[2]"], answer
+
+
+def test_layer_outputs_are_float32_where_the_file_never_changes_dtypes(oracle: realcompare.SnippetOracle) -> None:
+    # Parameters are torch's default float32; Linear/Conv/Embedding require their input to match.
+    for name, function in (("logits", "forward(self, idx)"), ("h", "forward(self, x)"), ("out", "forward(self, x)")):
+        assert (oracle.answer(name, function) or {}).get("dtype") == "float32", name
+
+
+def test_a_file_that_changes_dtypes_gets_no_default_dtype() -> None:
+    from stridelens.server.analysis import analyze_source
+
+    code = SOURCE + "\n\ndef half_model(config):\n    return GPT(config).half()\n"
+    analysis = analyze_source(code)
+    line = next(i for i, t in enumerate(code.splitlines(), 1) if "logits = self.head(x)" in t)
+    explanation = analysis.explain_at(line, 8)
+    assert explanation is not None and explanation.fact is not None
+    assert explanation.fact.dtype is None
