@@ -173,6 +173,9 @@ class TensorFact:
     # Set where requires_grad/carries_graph came from the default grad mode of a function
     # body: rules may use them, users are not told them (a caller may run it under no_grad).
     grad_unknown: bool = field(default=False, compare=False)
+    # The grad facts hold when autograd is on (a forward whose callers may run it under
+    # no_grad): the condition, in the file's names (`"torch.is_grad_enabled()"`), else None.
+    grad_assumed: str | None = field(default=None, compare=False)
 
     @property
     def known_layout(self) -> bool:
@@ -282,8 +285,11 @@ class TensorFact:
             "requires_grad": self.stated_requires_grad,
             "notes": self.notes(),
         }
-        if self.assumes_text:
-            out["assumes"] = list(self.assumes_text)
+        assumes = list(self.assumes_text)
+        if self.grad_assumed is not None and self.stated_requires_grad is not None and self.grad_assumed not in assumes:
+            assumes.append(self.grad_assumed)
+        if assumes:
+            out["assumes"] = assumes
         return out
 
 

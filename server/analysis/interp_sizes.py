@@ -78,6 +78,7 @@ class SizesMixin:
     _last_names: tuple[Scope, ScopeSnapshot, dict[int, Size], NameContext] | None
 
     quiet_depth: int
+    grad_condition: str | None
 
     def fresh_storage(self) -> int:  # pragma: no cover - Interpreter defines it
         raise NotImplementedError
@@ -89,15 +90,26 @@ class SizesMixin:
     def stated(self, fact: TensorFact, scope: Scope) -> TensorFact:
         """The fact as it is stated at this node: symbolic sizes in the names visible here,
         and no grad facts that only the default grad mode gave."""
-        grad_unknown = fact.grad_unknown or (scope.grad_assumed and fact.carries_graph is True)
+        grad_unknown = fact.grad_unknown
+        grad_assumed = fact.grad_assumed
+        if scope.grad_assumed and fact.carries_graph is True and not grad_unknown and grad_assumed is None:
+            # True when autograd is on: said so where the file can name the condition.
+            if self.grad_condition is None:
+                grad_unknown = True
+            else:
+                grad_assumed = self.grad_condition
         if fact.sym is None:
             if fact.assumes and fact.meta is None and fact.contiguous is not None:
                 # The layout verdict's conditions, written in the names here.
-                return with_fields(fact, rendered=LazyRendering(self.names, None, fact.assumes, self._names_here(scope)), grad_unknown=grad_unknown)
-            return fact if grad_unknown == fact.grad_unknown else with_fields(fact, grad_unknown=True)
+                return with_fields(fact, rendered=LazyRendering(self.names, None, fact.assumes, self._names_here(scope)), grad_unknown=grad_unknown, grad_assumed=grad_assumed)
+            if grad_unknown == fact.grad_unknown and grad_assumed == fact.grad_assumed:
+                return fact
+            return with_fields(fact, grad_unknown=grad_unknown, grad_assumed=grad_assumed)
         # Written out only when asked (hover, explain, a message): most recorded facts never
         # are. The names and equal sizes are taken as they are now, at this line.
-        return with_fields(fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, self._names_here(scope)), grad_unknown=grad_unknown)
+        return with_fields(
+            fact, rendered=LazyRendering(self.names, fact.sym, fact.assumes, self._names_here(scope)), grad_unknown=grad_unknown, grad_assumed=grad_assumed
+        )
 
     def _names_here(self, scope: Scope) -> NameContext:
         """The names of this line: those of the previous stated fact while nothing was bound

@@ -45,6 +45,7 @@ from stridelens.server.analysis.values import (
     ClassInfo,
     ListOf,
     SeqValue,
+    TorchRef,
     Value,
     join_values,
 )
@@ -81,6 +82,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # Parameters are float32 (torch's default) where the file never changes a dtype: no
         # half/bfloat16/float64/double, autocast or set_default_dtype anywhere in it.
         self.default_dtypes = source is not None and not (any(w in source for w in _DTYPE_CHANGES) and _changes_dtypes(tree))
+        self.grad_condition: str | None = None  # set once the module's names are known (run)
         self.bodies_may_infer = source is not None and "inference_mode" in source and _inference_calls_own_code(tree)
         # Whether autograd records at each statement (False under no_grad & co.).
         self.grad_enabled: dict[ast.stmt, bool] = {}
@@ -121,6 +123,12 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         module_scope = Scope(None)
         try:
             self.exec_block(self.tree.body, module_scope)
+            # Function bodies run in a grad mode their callers choose: their grad facts hold
+            # when autograd is on, said in the file's name for torch, unless the file freezes
+            # parameters (then "requires grad" is not even that).
+            alias = next((n for n, v in module_scope.env.items() if isinstance(v, TorchRef) and v.path == "torch"), None)
+            if alias is not None and not _freezes_parameters(self.tree):
+                self.grad_condition = f"{alias}.is_grad_enabled()"
             # Function bodies see the module's names as they are at the end of the module.
             while self._pending_functions:
                 fn, parent, cls = self._pending_functions.pop(0)
@@ -245,6 +253,18 @@ Interpreter._stmt_handlers = _STMT_HANDLERS
 
 
 _DTYPE_CHANGES = ("half", "float16", "bfloat16", "float64", "double", "autocast", "set_default_dtype", "set_default_tensor_type", "amp")
+
+
+def _freezes_parameters(tree: ast.Module) -> bool:
+    """`p.requires_grad = False`, `m.requires_grad_(False)` anywhere in the code."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets):
+            if not (isinstance(node.value, ast.Constant) and node.value.value is True):
+                return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_":
+            if node.args and not (isinstance(node.args[0], ast.Constant) and node.args[0].value is True):
+                return True
+    return False
 
 
 def _changes_dtypes(tree: ast.Module) -> bool:

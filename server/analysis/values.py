@@ -201,6 +201,7 @@ def join_facts(a: TensorFact, b: TensorFact, canon: Callable[[Layout], Layout] |
         rendered=join_rendered(a.rendered, b.rendered),
         # Grad facts one path only assumed (the default grad mode) stay unstated after a join.
         grad_unknown=a.grad_unknown or b.grad_unknown,
+        grad_assumed=a.grad_assumed or b.grad_assumed,
     )
 
 

@@ -121,8 +121,11 @@ def render_text(spec: str, explanation: Explanation) -> str:
         if fact.storage_nbytes is not None:
             size += tr(", {n} bytes").format(n=f"{fact.storage_nbytes:,}")
         rows.append((tr("storage size"), size))
-    rows.append(("requires_grad", show(fact.stated_requires_grad)))
-    if fact.carries_graph and not fact.grad_unknown:
+    grad = show(fact.stated_requires_grad)
+    if fact.grad_assumed is not None and fact.stated_requires_grad is not None:
+        grad += tr(" (when autograd is on: `{condition}`)").format(condition=fact.grad_assumed)
+    rows.append(("requires_grad", grad))
+    if fact.carries_graph and not fact.grad_unknown and fact.grad_assumed is None:
         rows.append(("autograd", tr("carries a graph")))
     if fact.detached_from:
         rows.append((tr("detached from"), f"`{fact.detached_from}`"))

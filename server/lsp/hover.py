@@ -80,7 +80,9 @@ def fact_lines(fact: TensorFact) -> list[str]:
     grad = []
     if fact.stated_requires_grad is not None:
         grad.append(tr("**requires_grad** {answer}").format(answer=_yes(fact.stated_requires_grad)))
-    if fact.carries_graph and not fact.grad_unknown:
+        if fact.grad_assumed is not None:
+            grad[-1] += tr(" (when autograd is on: `{condition}`)").format(condition=fact.grad_assumed)
+    if fact.carries_graph and not fact.grad_unknown and fact.grad_assumed is None:
         grad.append(tr("carries an autograd graph"))
     if fact.detached_from:
         grad.append(tr("detached from `{source}` (shares its storage)").format(source=fact.detached_from))

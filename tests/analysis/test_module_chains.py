@@ -228,3 +228,21 @@ def test_a_file_that_changes_dtypes_gets_no_default_dtype() -> None:
     explanation = analysis.explain_at(line, 8)
     assert explanation is not None and explanation.fact is not None
     assert explanation.fact.dtype is None
+
+
+def test_grad_facts_in_a_forward_hold_when_autograd_is_on(oracle: realcompare.SnippetOracle) -> None:
+    # The entry runs the model in a training step and under no_grad (generate): the fact is
+    # True with its condition, checked in the grad runs only.
+    logits = oracle.answer("logits", "forward(self, idx)") or {}
+    assert logits.get("requires_grad") is True and "torch.is_grad_enabled()" in logits.get("assumes", []), logits
+
+
+def test_a_file_that_freezes_parameters_states_no_assumed_grad() -> None:
+    from stridelens.server.analysis import analyze_source
+
+    code = SOURCE + "\n\ndef freeze(model):\n    for p in model.parameters():\n        p.requires_grad = False\n"
+    analysis = analyze_source(code)
+    line = next(i for i, t in enumerate(code.splitlines(), 1) if "logits = self.head(x)" in t)
+    explanation = analysis.explain_at(line, 8)
+    assert explanation is not None and explanation.fact is not None
+    assert explanation.fact.stated_requires_grad is None
