@@ -497,6 +497,10 @@ class ExpressionsMixin:
                     return UNKNOWN if returned is None else returned
                 return UNKNOWN
             return UNKNOWN
+        if isinstance(func, ast.Name) and func.id == "map" and scope.lookup("map") is None:
+            mapped = self._map_lambda(node, scope)
+            if mapped is not None:
+                return mapped
         callee = self.eval(func, scope)
         args, kwargs, exact = self._eval_args(node, scope)
         if isinstance(callee, TorchRef):
@@ -511,6 +515,25 @@ class ExpressionsMixin:
         if isinstance(func, ast.Name) and callee is UNKNOWN and scope.lookup(func.id) is None:
             return self.call_builtin(func.id, args, kwargs)
         return UNKNOWN
+
+    def _map_lambda(self: Interpreter, node: ast.Call, scope: Scope) -> Value | None:
+        """`q, k, v = map(lambda t: rearrange(t, ...), qkv)`: the lambda's body for each item."""
+        if len(node.args) != 2 or node.keywords or not isinstance(node.args[0], ast.Lambda):
+            return None
+        fn = node.args[0]
+        spec = fn.args
+        if len(spec.args) != 1 or spec.vararg or spec.kwarg or spec.kwonlyargs or spec.posonlyargs:
+            return None
+        iterable = self.eval(node.args[1], scope)
+        items = list(iterable.items) if isinstance(iterable, SeqValue) and len(iterable.items) <= 16 else None
+        if items is None:
+            return None
+        results: list[Value] = []
+        for item in items:
+            inner = Scope(scope, scope.grad_enabled, grad_assumed=scope.grad_assumed)
+            inner.env[spec.args[0].arg] = item
+            results.append(self.eval(fn.body, inner))
+        return SeqValue(tuple(results), "list")
 
     def call_value(
         self: Interpreter, callee: Value, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope

@@ -13,6 +13,7 @@ What used to stop them, each checked here against real runs of the snippet:
 * module outputs that are new tensors whatever the input (conv, norms, activations) are no view.
 * `nn.Sequential(*[Block() for _ in range(n)])`: n >= 0 blocks (was: the identity, so the
   output was stated a view of a permuted input).
+* `q, k, v = map(lambda t: rearrange(t, ...), qkv)`: the lambda's body for each item.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ NAME = "module_chains"
 SOURCE = """
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from torch import nn
 
 
@@ -130,6 +132,18 @@ class Tower(nn.Module):
         return x
 
 
+class Heads(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.to_qkv = nn.Linear(dim, dim * 3, bias=False)
+
+    def forward(self, x):
+        qkv = self.to_qkv(x).chunk(3, dim=-1)
+        q, k, v = map(lambda t: rearrange(t, "b n (h d) -> b h n d", h=self.heads), qkv)
+        return q, k, v
+
+
 class Conv(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -158,6 +172,7 @@ def _entry(ns: dict[str, Any]) -> None:
         with torch.no_grad():
             model.generate(idx, block_size - t + 2)
         ns["Tower"](n_embd, n_layer)(torch.randn(b, t, n_embd))
+        ns["Heads"](n_embd, n_head)(torch.randn(b, t, n_embd))
         ns["Conv"](3)(torch.randn(b, 3, 4, 5))
         ns["Conv"](2)(torch.randn(b, 5, 4, 2).permute(0, 3, 1, 2))
 
@@ -246,3 +261,11 @@ def test_a_file_that_freezes_parameters_states_no_assumed_grad() -> None:
     explanation = analysis.explain_at(line, 8)
     assert explanation is not None and explanation.fact is not None
     assert explanation.fact.stated_requires_grad is None
+
+
+def test_map_of_a_lambda_gives_each_item(oracle: realcompare.SnippetOracle) -> None:
+    # vit-pytorch's `q, k, v = map(lambda t: rearrange(t, ...), qkv)`
+    line = next(i for i, t in enumerate(SOURCE.splitlines(), 1) if "q, k, v = map(" in t)
+    for name in ("q", "k", "v"):
+        answer = next(a for p, a in oracle.answers.items() if p.line == line and p.name == name) or {}
+        assert answer.get("shape") is not None and answer["shape"][1] == "self.heads", (name, answer)
