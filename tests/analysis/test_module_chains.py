@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import torch
 
+from stridelens.server.analysis import TensorFact, analyze_source
 from tests.realcode import compare as realcompare
 
 NAME = "module_chains"
@@ -183,14 +184,12 @@ def oracle(tmp_path_factory: pytest.TempPathFactory) -> realcompare.SnippetOracl
 
 
 def test_every_probe_ran(oracle: realcompare.SnippetOracle) -> None:
-    unreached = [p for p, runs in oracle.run.runs.items() if not runs]
-    assert not unreached, unreached
+    assert not oracle.unreached(), oracle.unreached()
 
 
 def test_no_wrong_facts(oracle: realcompare.SnippetOracle) -> None:
-    if oracle.report.wrong:
-        lines = realcompare.wrong_facts_summary([oracle.report])
-        pytest.fail(f"{len(lines)} wrong fact(s):\n" + "\n".join(lines), pytrace=False)
+    if oracle.wrong_lines():
+        pytest.fail("wrong facts:\n" + "\n".join(oracle.wrong_lines()), pytrace=False)
 
 
 def test_the_block_loop_keeps_the_shape(oracle: realcompare.SnippetOracle) -> None:
@@ -234,15 +233,17 @@ def test_layer_outputs_are_float32_where_the_file_never_changes_dtypes(oracle: r
         assert (oracle.answer(name, function) or {}).get("dtype") == "float32", name
 
 
-def test_a_file_that_changes_dtypes_gets_no_default_dtype() -> None:
-    from stridelens.server.analysis import analyze_source
-
-    code = SOURCE + "\n\ndef half_model(config):\n    return GPT(config).half()\n"
-    analysis = analyze_source(code)
+def _logits_with(extra: str) -> TensorFact:
+    """The fact of GPT.forward's `logits` in SOURCE with `extra` code appended."""
+    code = SOURCE + extra
     line = next(i for i, t in enumerate(code.splitlines(), 1) if "logits = self.head(x)" in t)
-    explanation = analysis.explain_at(line, 8)
+    explanation = analyze_source(code).explain_at(line, 8)
     assert explanation is not None and explanation.fact is not None
-    assert explanation.fact.dtype is None
+    return explanation.fact
+
+
+def test_a_file_that_changes_dtypes_gets_no_default_dtype() -> None:
+    assert _logits_with("\n\ndef half_model(config):\n    return GPT(config).half()\n").dtype is None
 
 
 def test_grad_facts_in_a_forward_hold_when_autograd_is_on(oracle: realcompare.SnippetOracle) -> None:
@@ -253,14 +254,8 @@ def test_grad_facts_in_a_forward_hold_when_autograd_is_on(oracle: realcompare.Sn
 
 
 def test_a_file_that_freezes_parameters_states_no_assumed_grad() -> None:
-    from stridelens.server.analysis import analyze_source
-
-    code = SOURCE + "\n\ndef freeze(model):\n    for p in model.parameters():\n        p.requires_grad = False\n"
-    analysis = analyze_source(code)
-    line = next(i for i, t in enumerate(code.splitlines(), 1) if "logits = self.head(x)" in t)
-    explanation = analysis.explain_at(line, 8)
-    assert explanation is not None and explanation.fact is not None
-    assert explanation.fact.stated_requires_grad is None
+    frozen = _logits_with("\n\ndef freeze(model):\n    for p in model.parameters():\n        p.requires_grad = False\n")
+    assert frozen.stated_requires_grad is None
 
 
 def test_map_of_a_lambda_gives_each_item(oracle: realcompare.SnippetOracle) -> None:

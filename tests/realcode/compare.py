@@ -182,6 +182,14 @@ class SnippetOracle:
         probe = next(p for p in self.answers if p.name == name and p.line > start)
         return self.answers[probe]
 
+    def unreached(self) -> list[Probe]:
+        """Probes no run of the entry reached (the entry must exercise every assignment)."""
+        return [p for p, runs in self.run.runs.items() if not runs]
+
+    def wrong_lines(self) -> list[str]:
+        """One line per wrong fact, for a test's failure message."""
+        return wrong_facts_summary([self.report]) if self.report.wrong else []
+
 
 def snippet_oracle(source: str, name: str, entry: Callable[[dict[str, Any]], None], folder: Path) -> SnippetOracle:
     """Write `source` as `folder/name.py`, ask the engine about every probe, then run it with
