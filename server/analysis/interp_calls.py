@@ -138,6 +138,15 @@ class UserCallsMixin:
         # A module's forward is followed whenever it is given a tensor: even without sizes, its
         # body's dtypes and grad facts depend on the caller's.
         followed = instance is not None and fn.name == "forward" and any(isinstance(a, TensorFact) for a in given)
+        if not followed and instance is not None and fn.name == "forward" and any(isinstance(a, Opaque) and len(a.path) == 1 for a in given):
+            # The caller's own parameter of unknown rank: the body's layers make a tensor of it,
+            # as in the forward's own pass, which already states the body's facts for any input.
+            # Followed for the caller's result only: nothing is recorded.
+            self.quiet_depth += 1
+            try:
+                return self._follow(fn, instance, args, kwargs, scope, site)
+            finally:
+                self.quiet_depth -= 1
         if not known and not followed and ((has_params and instance is None) or len(fn.args.args) > 1):
             return None
         if not known and not followed and instance is not None and fn.name != "forward":
@@ -230,7 +239,8 @@ class UserCallsMixin:
             self._name_parameter_sizes(param.arg, inner.env.get(param.arg))
         # The names the body gives storages are its own: the caller's names are theirs again
         # after the call, and what it returns is a view of nothing the caller can name yet.
-        owners = dict(self.storage_owner)
+        owners = self.storage_owner
+        self.storage_owner = {}  # the caller's names mean nothing in the body
         self._claim_parameters(inner)
         if not self._call_stack:
             self._outer_site = site

@@ -260,6 +260,8 @@ class StatementsMixin:
         init = methods.get("__init__")
         if init is not None:
             self.exec_function(init, scope, info)
+            if scope.parent is None:
+                self.module_inits.append((info, init, scope))
         for name, fn in methods.items():
             if name != "__init__":
                 self._pending_functions.append((fn, scope, info))

@@ -116,6 +116,9 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.quiet_depth = 0
         # > 0 inside a body followed from a demo (both runs): its own calls are followed as usual.
         self.demo_followed = 0
+        # Module-level classes' __init__, run where the class is defined: run again once the
+        # module is done where they build a layer of a class defined further down.
+        self.module_inits: list[tuple[ClassInfo, ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = []
         # Call node -> the list of unknown length spread as its only argument (`f(*layers)`).
         self.spread_lists: dict[ast.AST, ListOf] = {}
         self._returns: list[list[Value]] = []
@@ -131,6 +134,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
             alias = next((n for n, v in module_scope.env.items() if isinstance(v, TorchRef) and v.path == "torch"), None)
             if alias is not None and not self._freezes:
                 self.grad_condition = f"{alias}.is_grad_enabled()"
+            self._rerun_late_inits()
             # Function bodies see the module's names as they are at the end of the module.
             while self._pending_functions:
                 fn, parent, cls = self._pending_functions.pop(0)
@@ -143,6 +147,23 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
             self.timed_out = True
         except RecursionError:
             self.timed_out = True
+
+    def _rerun_late_inits(self) -> None:
+        """fast-neural-style's `TransformerNet.__init__` builds `ConvLayer(3, 32, ...)`, a class
+        defined after it: at the class statement that name meant nothing yet."""
+        if not self.module_inits:
+            return
+        defined = {
+            s.name: s.lineno for s in self.tree.body if isinstance(s, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        for info, init, scope in self.module_inits:
+            line = info.node.lineno
+            late = any(
+                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and defined.get(n.id, 0) > line for n in ast.walk(init)
+            )
+            if late:
+                info.attributes.clear()
+                self.exec_function(init, scope, info)
 
     def _tick(self) -> None:
         self._steps += 1

@@ -14,6 +14,7 @@ What used to stop them, each checked here against real runs of the snippet:
 * `nn.Sequential(*[Block() for _ in range(n)])`: n >= 0 blocks (was: the identity, so the
   output was stated a view of a permuted input).
 * `q, k, v = map(lambda t: rearrange(t, ...), qkv)`: the lambda's body for each item.
+* a layer of a class defined further down the file, called on a parameter of unknown rank.
 """
 
 from __future__ import annotations
@@ -156,6 +157,26 @@ class Conv(nn.Module):
         out = self.bn(self.conv(x))
         out = self.act(out)
         return out
+
+
+class Stem(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = LateConv(3, 4)
+        self.act = nn.ReLU()
+
+    def forward(self, X):
+        stem_out = self.act(self.conv(X))
+        return stem_out
+
+
+class LateConv(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
 """
 
 
@@ -175,6 +196,7 @@ def _entry(ns: dict[str, Any]) -> None:
         ns["Tower"](n_embd, n_layer)(torch.randn(b, t, n_embd))
         ns["Heads"](n_embd, n_head)(torch.randn(b, t, n_embd))
         ns["Conv"](3)(torch.randn(b, 3, 4, 5))
+        ns["Stem"]()(torch.randn(b, 3, 5, 6))
         ns["Conv"](2)(torch.randn(b, 5, 4, 2).permute(0, 3, 1, 2))
 
 
@@ -264,3 +286,10 @@ def test_map_of_a_lambda_gives_each_item(oracle: realcompare.SnippetOracle) -> N
     for name in ("q", "k", "v"):
         answer = next(a for p, a in oracle.answers.items() if p.line == line and p.name == name) or {}
         assert answer.get("shape") is not None and answer["shape"][1] == "self.heads", (name, answer)
+
+
+def test_a_layer_of_a_class_defined_further_down_is_followed(oracle: realcompare.SnippetOracle) -> None:
+    # fast-neural-style's TransformerNet builds ConvLayer, defined after it; its input `X`
+    # has no known rank: the layer's forward still gives the caller a float32 new tensor.
+    answer = next(a for p, a in oracle.answers.items() if p.name == "stem_out") or {}
+    assert answer.get("is_view") is False and answer.get("dtype") == "float32", answer
