@@ -623,6 +623,15 @@ class SymbolicOps(ModuleOutputs):
             return None
         return self.fresh(shape, a, [a, b], scope, dtype=_result_dtype([a, b]))
 
+    def _adaptive_pool(self, x: TensorFact, spatial: int, size: Value | None, scope: Any) -> TensorFact | None:
+        """`F.adaptive_avg_pool2d(x, (1, 1))`: the leading dims, then the sizes asked for."""
+        if x.sym is None or x.sym.ndim < spatial + 1 or not isinstance(size, Const):
+            return None
+        asked = size.value if isinstance(size.value, (tuple, list)) else (size.value,) * spatial
+        if len(asked) != spatial or not all(type(s) is int and s > 0 for s in asked):
+            return None  # a None entry keeps the input's size: not modelled
+        return self.fresh((*x.sym.shape[:-spatial], *asked), x, [x], scope, contiguous="inherit")
+
     def linear(self, x: TensorFact, out_features: Size, inputs: list[TensorFact], scope: Any, in_features: Size | None = None) -> TensorFact | None:
         if x.sym is None or not x.sym.shape:
             return None
@@ -655,6 +664,9 @@ class SymbolicOps(ModuleOutputs):
             return self.linear(first, w_shape[0], [t for t in [*args, *kwargs.values()] if isinstance(t, TensorFact)], scope, w_shape[1])
         if leaf in ("matmul", "mm", "bmm") and len(tensors) == 2:
             return self.matmul(tensors[0], tensors[1], scope)
+        if leaf == "adaptive_avg_pool2d" and isinstance(first, TensorFact):
+            # (the 1d one returns a view of a 2d result: torch 2.13)
+            return self._adaptive_pool(first, 2, args[1] if len(args) > 1 else kwargs.get("output_size"), scope)
         if leaf in ("cat", "concat", "stack") and isinstance(first, (SeqValue,)):
             return self._cat(leaf, first, args, kwargs, scope)
         if leaf in ("cat", "concat", "stack") and isinstance(first, ListOf):

@@ -3,6 +3,7 @@
 * `x.float()`, `x.half()`, `x.type(torch.float64)`, `x.to(torch.float16)`, `x.to(dtype=...)`:
   the shape stays, the dtype is the one asked for; when the input's dtype is unknown the result
   may be the input itself (no copy), so no new storage and no view verdict is claimed;
+* `F.adaptive_avg_pool2d(x, (1, 1))`: the leading sizes, then the ones asked for;
 * `y += r`, `y /= s`: the same tensor (an in-place op cannot broadcast its target or change its
   dtype): shape, layout, view-ness stay, whatever `r` is.
 
@@ -23,6 +24,7 @@ NAME = "casts_and_inplace"
 
 SOURCE = """
 import torch
+import torch.nn.functional as F
 
 
 def casts(x):
@@ -33,7 +35,8 @@ def casts(x):
     to_half = x.to(torch.float16)
     to_kw = x.to(dtype=torch.bfloat16)
     as_long = x.long()
-    return as_float, as_half, as_double, to_half, to_kw, as_long
+    pooled = F.adaptive_avg_pool2d(x, (1, 1))
+    return as_float, as_half, as_double, to_half, to_kw, as_long, pooled
 
 
 def inplace(x, r, s):
@@ -94,3 +97,8 @@ def test_an_augmented_assignment_keeps_its_target(oracle: realcompare.SnippetOra
         assert answer.get("shape") is not None, (text, answer)
     head = next(a for p, a in oracle.answers.items() if p.line == lines.index("    head *= 3") + 1) or {}
     assert head.get("is_view") is True and head.get("shape") == ["B", "C"], head
+
+
+def test_adaptive_pooling_states_the_sizes_asked_for(oracle: realcompare.SnippetOracle) -> None:
+    pooled = oracle.answer("pooled", "casts") or {}
+    assert pooled.get("shape") == ["B", 1, 1] and pooled.get("is_view") is False, pooled
