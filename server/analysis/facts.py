@@ -261,6 +261,12 @@ class TensorFact:
         return self.contiguous
 
     @property
+    def stated_carries_graph(self) -> bool:
+        """Whether users are told it carries an autograd graph: not where that came from the
+        default grad mode, stated or only assumed (`grad_assumed`)."""
+        return bool(self.carries_graph) and not self.grad_unknown and self.grad_assumed is None
+
+    @property
     def stated_requires_grad(self) -> bool | None:
         return None if self.grad_unknown else self.requires_grad
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
-from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_sizes import infer_parameter_ranks
@@ -161,7 +160,7 @@ class UserCallsMixin:
                 exact = self._follow(fn, instance, args, kwargs, scope, site)
             finally:
                 self.quiet_depth -= 1
-            names = self._parameter_names(fn, instance)
+            names = [p.arg for p in _positional_after_self(fn, instance)]
             general_args = [self._generalised(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(args)]
             general_kwargs = {k: self._generalised(v, k) for k, v in kwargs.items()}
             try:
@@ -171,12 +170,6 @@ class UserCallsMixin:
             return exact
         return self._follow(fn, instance, args, kwargs, scope, site)
 
-    def _parameter_names(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, instance: InstanceValue | None) -> list[str]:
-        params = [p.arg for p in [*fn.args.posonlyargs, *fn.args.args]]
-        if instance is not None and params and not any(_call_name(d) == "staticmethod" for d in fn.decorator_list):
-            params = params[1:]
-        return params
-
     def _generalised(self: Interpreter, value: Value, name: str) -> Value:
         """A tensor of literal sizes as a parameter of any sizes of its rank (named
         `name.shape[i]`); its row-major layout, if it has one, is assumed (and says so) as for
@@ -185,13 +178,7 @@ class UserCallsMixin:
         if not _literal(value):
             return value
         assert isinstance(value, TensorFact) and value.shape is not None
-        rank = len(value.shape)
-        if value.contiguous is True:
-            base = self.tensor_parameter(name, rank)
-        else:
-            shape = tuple(self.names.new_atom((name, "shape", f"[{i}]")) for i in range(rank))
-            base = TensorFact(storage_key=self.fresh_storage(), sym=lay.Layout(shape, None, None))
-        return base
+        return self.tensor_parameter(name, len(value.shape), row_major=value.contiguous is True)
 
     def _follow(
         self: Interpreter,
@@ -214,10 +201,10 @@ class UserCallsMixin:
         else:
             inner = Scope(root, scope.grad_enabled and self._grad_mode_of_decorators(fn, root), grad_assumed=scope.grad_assumed)
         spec = fn.args
-        params = [*spec.posonlyargs, *spec.args]
-        if instance is not None and params and not any(_call_name(d) == "staticmethod" for d in fn.decorator_list):
-            inner.env[params[0].arg] = instance
-            params = params[1:]
+        positional = [*spec.posonlyargs, *spec.args]
+        params = _positional_after_self(fn, instance)
+        if instance is not None and len(params) < len(positional):
+            inner.env[positional[0].arg] = instance
         for param in [*params, *spec.kwonlyargs]:
             inner.env[param.arg] = self._param_value(param)
         defaults = spec.defaults
@@ -315,6 +302,15 @@ class UserCallsMixin:
             is_view=False,
             carries_graph=bool(scope.grad_enabled),
         )
+
+
+def _positional_after_self(fn: ast.FunctionDef | ast.AsyncFunctionDef, instance: InstanceValue | None) -> list[ast.arg]:
+    """The positional parameters a call's arguments bind to: a method's first one is the
+    instance (a @staticmethod has none)."""
+    params = [*fn.args.posonlyargs, *fn.args.args]
+    if instance is not None and params and not any(_call_name(d) == "staticmethod" for d in fn.decorator_list):
+        return params[1:]
+    return params
 
 
 def _literal(value: Value) -> bool:

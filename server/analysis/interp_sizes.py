@@ -301,12 +301,15 @@ class SizesMixin:
         return NUMBER if name in MATH_NUMBER_FUNCTIONS else UNKNOWN
 
     # ------------------------------------------------------------------ parameters
-    def tensor_parameter(self, name: str, rank: int) -> TensorFact:
+    def tensor_parameter(self, name: str, rank: int, *, row_major: bool = True) -> TensorFact:
         """A tensor parameter of known rank: one size per dim, named `x.shape[i]`. Its layout
-        is taken as row-major, and every verdict that depends on that says so."""
+        is taken as row-major, and every verdict that depends on that says so (`row_major`
+        False: the sizes only)."""
         shape = tuple(self.names.new_atom((name, "shape", f"[{i}]")) for i in range(rank))
-        layout = lay.contiguous(shape)
         key = self.fresh_storage()
+        if not row_major:
+            return TensorFact(storage_key=key, sym=lay.Layout(shape, None, None))
+        layout = lay.contiguous(shape)
         condition = Condition("contiguous", tensor_key=key, tensor_layout=layout, tensor_name=name)
         return TensorFact(storage_key=key, contiguous=True, sym=layout, assumes=frozenset({condition}))
 

@@ -145,7 +145,6 @@ def _access_path(node: ast.expr) -> tuple[str, ...] | None:
         return None
     return (node.id, *reversed(parts))
 
-# Modules whose forward may return its input itself.
 # Modules whose output is a new tensor (`_base` None) whatever the input's layout, in training
 # and eval, with grad or not: checked against torch 2.13 (InstanceNorm returns a view, Linear
 # of a >2-d input too; an `inplace=True` activation returns its input).
@@ -160,6 +159,7 @@ _FRESH_OUTPUT = frozenset(
         "ReflectionPad2d", "Embedding",
     }
 )
+# Modules whose forward may return its input itself.
 _MAY_RETURN_INPUT = frozenset({"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "Identity"})
 # Modules whose output layout may differ from their input's (a channels_last conv, an RNN).
 # (A conv keeps a row-major input row-major; only a channels_last input, not contiguous

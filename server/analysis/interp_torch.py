@@ -498,13 +498,13 @@ class TorchCallsMixin:
         copies = moved or (tensor.dtype is not None and tensor.dtype != dtype)
         if not copies and tensor.dtype == dtype and device == tensor.device:
             return tensor
-        floating = dtype.startswith(("float", "bfloat", "complex"))
-        if copies:
-            grad: bool | None = (tensor.requires_grad if floating else False) if scope.grad_enabled else False
+        grad: bool | None
+        if not dtype.startswith(("float", "bfloat", "complex")):
+            grad = False  # an integer or bool tensor never requires grad
+        elif copies:
+            grad = tensor.requires_grad if scope.grad_enabled else False
         else:
             grad = tensor.requires_grad if scope.grad_enabled or tensor.requires_grad is False else None
-        if not floating:
-            grad = False  # an integer or bool tensor never requires grad
         dense = tensor.contiguous is True
         return TensorFact(
             device=device,

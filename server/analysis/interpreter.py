@@ -78,14 +78,14 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # How many `torch.inference_mode()` blocks (or decorated bodies) enclose the code
         # being interpreted: views made there are stated without `is_view` (interp_expressions).
         self.inference_depth = 0
-        # Whether an inference_mode region of this file calls the file's own code (llama2.c's
-        # `@torch.inference_mode() def generate(...): ... self(idx_cond)`): then any function
-        # body may run there, and no view in one is stated a view (interp_expressions).
         # Parameters are float32 (torch's default) where the file never changes a dtype: no
         # half/bfloat16/float64/double, autocast or set_default_dtype anywhere in it.
         self.default_dtypes = source is not None and not (any(w in source for w in _DTYPE_WORDS) and _DTYPE_CHANGE.search(source))
         self.grad_condition: str | None = None  # set once the module's names are known (run)
         self._freezes = source is None or ("requires_grad" in source and _FREEZES.search(source) is not None)
+        # Whether an inference_mode region of this file calls the file's own code (llama2.c's
+        # `@torch.inference_mode() def generate(...): ... self(idx_cond)`): then any function
+        # body may run there, and no view in one is stated a view (interp_expressions).
         self.bodies_may_infer = source is not None and "inference_mode" in source and _inference_calls_own_code(tree)
         # Whether autograd records at each statement (False under no_grad & co.).
         self.grad_enabled: dict[ast.stmt, bool] = {}

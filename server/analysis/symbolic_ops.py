@@ -371,34 +371,16 @@ class SymbolicOps(ModuleOutputs):
         if name == "clone" and not kwargs:
             return self.same_layout_op(tensor, scope)
         if name in ("type_as",) and args and isinstance(args[0], TensorFact):
-            other = args[0].dtype
-            if other is not None and other == tensor.dtype:
-                return tensor  # the same tensor, as torch returns
-            out = self.same_layout_op(tensor, scope, dtype=other)
-            if other is None or tensor.dtype is None:
-                # Maybe the tensor itself (llama2.c's `xq_out.type_as(xq)`, a view): say nothing of it.
-                out = with_fields(out, is_view=False if tensor.is_view is False else None, storage_key=None)
-            return out
+            return self._cast(tensor, args[0].dtype, scope)  # llama2.c's `xq_out.type_as(xq)`
         if name == "type" and len(args) == 1 and not kwargs and isinstance(args[0], TorchRef) and args[0].path.startswith("torch."):
             from stridelens.server.analysis.torch_api import DTYPES
 
             dtype_name = DTYPES.get(args[0].path[6:])
-            if dtype_name is None:
-                return None
-            name, cast = "type", dtype_name
-        else:
-            cast = None
-        if name in ("float", "half", "double", "long", "int", "short", "bool", "bfloat16", "byte", "char") or cast:
+            return None if dtype_name is None else self._cast(tensor, dtype_name, scope)
+        if name in ("float", "half", "double", "long", "int", "short", "bool", "bfloat16", "byte", "char"):
             from stridelens.server.analysis.torch_api import CAST_METHODS
 
-            target = cast or CAST_METHODS[name]
-            if tensor.dtype == target:
-                return tensor  # the same tensor, as torch returns
-            out = self.same_layout_op(tensor, scope, dtype=target)
-            if tensor.dtype is None:
-                # Maybe the tensor itself (already of that dtype): no new storage for certain.
-                out = with_fields(out, is_view=False if tensor.is_view is False else None, storage_key=None)
-            return out
+            return self._cast(tensor, CAST_METHODS[name], scope)
         if name in ("matmul", "mm", "bmm") and args and isinstance(args[0], TensorFact):
             return self.matmul(tensor, args[0], scope)
         if name in RETURNS_VALUES_INDICES:
@@ -622,6 +604,17 @@ class SymbolicOps(ModuleOutputs):
         except (Undecided, ValueError):
             return None
         return self.fresh(shape, a, [a, b], scope, dtype=_result_dtype([a, b]))
+
+    def _cast(self, tensor: TensorFact, target: str | None, scope: Any) -> TensorFact:
+        """`x.float()`, `x.type(dt)`, `x.type_as(y)`: torch returns the tensor itself when it
+        already has the dtype; where either dtype is unknown it may, so no new storage and no
+        view verdict (unless the tensor is no view either way) is claimed."""
+        if target is not None and target == tensor.dtype:
+            return tensor
+        out = self.same_layout_op(tensor, scope, dtype=target)
+        if target is None or tensor.dtype is None:
+            out = with_fields(out, is_view=False if tensor.is_view is False else None, storage_key=None)
+        return out
 
     def _adaptive_pool(self, x: TensorFact, spatial: int, size: Value | None, scope: Any) -> TensorFact | None:
         """`F.adaptive_avg_pool2d(x, (1, 1))`: the leading dims, then the sizes asked for."""

@@ -125,7 +125,7 @@ def render_text(spec: str, explanation: Explanation) -> str:
     if fact.grad_assumed is not None and fact.stated_requires_grad is not None:
         grad += tr(" (when autograd is on: `{condition}`)").format(condition=fact.grad_assumed)
     rows.append(("requires_grad", grad))
-    if fact.carries_graph and not fact.grad_unknown and fact.grad_assumed is None:
+    if fact.stated_carries_graph:
         rows.append(("autograd", tr("carries a graph")))
     if fact.detached_from:
         rows.append((tr("detached from"), f"`{fact.detached_from}`"))

@@ -82,7 +82,7 @@ def fact_lines(fact: TensorFact) -> list[str]:
         grad.append(tr("**requires_grad** {answer}").format(answer=_yes(fact.stated_requires_grad)))
         if fact.grad_assumed is not None:
             grad[-1] += tr(" (when autograd is on: `{condition}`)").format(condition=fact.grad_assumed)
-    if fact.carries_graph and not fact.grad_unknown and fact.grad_assumed is None:
+    if fact.stated_carries_graph:
         grad.append(tr("carries an autograd graph"))
     if fact.detached_from:
         grad.append(tr("detached from `{source}` (shares its storage)").format(source=fact.detached_from))
