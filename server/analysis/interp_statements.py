@@ -124,12 +124,12 @@ class StatementsMixin:
     def stmt_If(self: Interpreter, stmt: ast.If, scope: Scope) -> None:
         if scope.parent is None and _is_main_guard(stmt.test):
             # A script's demo: what it passes to the file's functions is one run among others.
+            # (Its `else` is the other branch, joined as in any `if`.)
             self.demo_depth += 1
             try:
-                self.exec_block(stmt.body, scope)
+                self._branches([stmt.body, stmt.orelse], scope)
             finally:
                 self.demo_depth -= 1
-            self.exec_block(stmt.orelse, scope)
             return
         test = self.eval(stmt.test, scope)
         if isinstance(test, Const) and isinstance(test.value, (bool, int)):

@@ -102,3 +102,19 @@ def test_the_demo_keeps_its_exact_answer(oracle: realcompare.SnippetOracle) -> N
     assert y.get("shape") == [2, 4] and y.get("strides") == [4, 1]
     z = next(a for p, a in oracle.answers.items() if p.name == "z") or {}
     assert z.get("shape") == [3, 4]
+
+
+def test_a_main_guard_and_its_else_are_two_branches() -> None:
+    import ast
+
+    from stridelens.server.analysis import analyze_source
+
+    code = (
+        "import torch\n"
+        "if __name__ == '__main__':\n    x = torch.zeros(2)\nelse:\n    x = torch.zeros(3)\n"
+        "y = x\n"
+    )
+    analysis = analyze_source(code)
+    y = next(n for n in ast.walk(analysis.tree) if isinstance(n, ast.Name) and n.id == "y")
+    fact = analysis.fact_of(y)
+    assert fact is not None and fact.shape is None  # (2,) on one path, (3,) on the other
