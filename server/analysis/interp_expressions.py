@@ -353,6 +353,9 @@ class ExpressionsMixin:
                 carries_graph=base.carries_graph,
                 requires_grad=base.requires_grad,
             ).with_note("view", f"indexing [{text}]", line)
+        if isinstance(result, TensorFact) and result.meta is None and not basic and not _surely_advanced(index):
+            # `offsets[i]` with `i` unknown: an int gives a view, a tensor a copy.
+            return replace(result, is_view=None, storage_key=None, view_of=None, contiguous=None)
         return result
 
     def _symbolic_index_items(self: Interpreter, index: Value) -> list[Any] | None:
@@ -604,3 +607,12 @@ def _written_into(left: TensorFact, right: Value, grad_enabled: bool) -> TensorF
     else:
         grad = None
     return with_fields(left, requires_grad=grad, carries_graph=grad if grad_enabled else left.carries_graph)
+
+
+def _surely_advanced(index: Value) -> bool:
+    """An index that makes torch copy for sure: a tensor, or a tuple holding one."""
+    if isinstance(index, TensorFact):
+        return True
+    if isinstance(index, Const) and isinstance(index.value, list):
+        return True
+    return isinstance(index, SeqValue) and any(isinstance(i, TensorFact) or (isinstance(i, Const) and isinstance(i.value, list)) for i in index.items)

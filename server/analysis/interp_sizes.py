@@ -92,8 +92,9 @@ class SizesMixin:
         and no grad facts that only the default grad mode gave."""
         grad_unknown = fact.grad_unknown
         grad_assumed = fact.grad_assumed
-        if scope.grad_assumed and fact.carries_graph is True and not grad_unknown and grad_assumed is None:
-            # True when autograd is on: said so where the file can name the condition.
+        if scope.grad_assumed and (fact.carries_graph is True or (fact.carries_graph is None and fact.requires_grad is True)) and not grad_unknown and grad_assumed is None:
+            # True when autograd is on: said so where the file can name the condition. (Only
+            # a leaf, no graph for sure, requires grad in every grad mode.)
             if self.grad_condition is None:
                 grad_unknown = True
             else:
@@ -161,8 +162,9 @@ class SizesMixin:
                     if layout is None and value.is_view is True:
                         continue
                     return name
-                if layout is None and isinstance(value, Opaque):
-                    # A parameter not yet used as a tensor in this scope's names.
+                if layout is None and isinstance(value, Opaque) and len(value.path) == 1:
+                    # A parameter not yet used as a tensor in this scope's names (not one
+                    # of its attributes: `device = x.device`).
                     made = self._opaque_tensors.get(value.root)
                     if made is not None and made.storage_key == key:
                         return name

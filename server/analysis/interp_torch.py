@@ -17,6 +17,7 @@ from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis import symbolic_einops as sym_einops
 from stridelens.server.analysis import torch_api as api
+from stridelens.server.analysis.dtypes import NOT_MODELLED, op_dtype
 from stridelens.server.analysis.facts import TensorFact, with_fields
 from stridelens.server.analysis.interp_support import (
     _ROW_MAJOR_RESULTS,
@@ -107,16 +108,17 @@ class TorchCallsMixin:
             if args and isinstance(args[0], TensorFact):
                 tensor = args[0]
                 meta = tensor.meta
-                if meta is not None:
-                    grad = kwargs.get("requires_grad", Const(True))
+                grad = _parameter_requires_grad(args, kwargs)
+                if meta is not None and grad is not None:
                     try:
-                        param = self._torch().nn.Parameter(meta, requires_grad=bool(to_value(grad)))
+                        param = self._torch().nn.Parameter(meta, requires_grad=grad)
                         return with_fields(rp.fact_from_meta(param, tensor.device), storage_key=tensor.storage_key, view_of=tensor.view_of)
                     except Exception:  # noqa: BLE001
                         pass
-                # A Parameter is the same storage and layout, as a leaf that requires grad.
-                return with_fields(tensor, requires_grad=True, carries_graph=False, is_view=False, meta=None)
-            return TensorFact(requires_grad=True, carries_graph=False)
+                # A Parameter is the same storage and layout, as a leaf that requires grad
+                # unless `requires_grad=` says otherwise (a value unknown here: not stated).
+                return with_fields(tensor, requires_grad=_parameter_requires_grad(args, kwargs), carries_graph=False, is_view=False, meta=None)
+            return TensorFact(requires_grad=_parameter_requires_grad(args, kwargs), carries_graph=False)
         if not exact:
             return self._opaque_result(args, kwargs, scope)
         if prefix == "torch" and leaf in api.FACTORIES:
@@ -265,15 +267,43 @@ class TorchCallsMixin:
         except rp.CannotReplay:
             self._current_node, self._current_scope = node, scope
             symbolic = self.symops.function(leaf, args, kwargs, scope, functional)
-            return symbolic if symbolic is not None else self._symbolic_new(tensors, scope, leaf)
+            result = symbolic if symbolic is not None else self._symbolic_new(tensors, scope, leaf)
+            return self._with_op_dtype(result, leaf, [*args, *kwargs.values()])
         except Exception as err:  # noqa: BLE001
             self._event("replay-error", node, f"{path}: {_first_line(err)}")
-            return self._symbolic_new(tensors, scope, leaf)
+            return self._with_op_dtype(self._symbolic_new(tensors, scope, leaf), leaf, [*args, *kwargs.values()])
         return self._from_output(out, tensors[0], node, f"{leaf}()")
 
     def _maybe_tensors(self: Interpreter, operands: list[Value]) -> bool:
         """Is an operand a value the analysis cannot follow (maybe a tensor: `einops.einsum`'s)?"""
         return any(not isinstance(o, TensorFact) and not (isinstance(o, Const) and isinstance(o.value, (int, float, bool))) and not self.symops.is_number(o) for o in operands)
+
+    def _with_op_dtype(self: Interpreter, result: Value, op: str, operands: list[Value]) -> Value:
+        """`result` of the symbolic `op` on `operands`, with the dtype torch's promotion gives
+        (`dtypes.op_dtype`); left as it is for ops without a rule. Not for replayed results,
+        whose dtype is torch's own."""
+        if not isinstance(result, TensorFact) or result.meta is not None:
+            return result
+        tensor_dtypes: list[str | None] = []
+        scalars: list[type] = []
+        exact = True
+        for operand in operands:
+            items = operand.items if isinstance(operand, SeqValue) else (operand.item,) if isinstance(operand, ListOf) else (operand,)
+            for item in items:
+                if isinstance(item, TensorFact):
+                    tensor_dtypes.append(item.dtype)
+                elif isinstance(item, Const) and isinstance(item.value, (bool, int, float)):
+                    scalars.append(type(item.value))
+                elif isinstance(item, (SizeValue, Number)) and self.symops.is_number(item):
+                    scalars.append(int)
+                elif isinstance(item, TorchRef) and item.path.removeprefix("torch.") in api.DTYPES:
+                    return result  # `dtype=` asked for: the op's own rule decided
+                elif not (isinstance(item, Const) and (item.value is None or isinstance(item.value, (str, tuple)))) and not isinstance(item, TorchRef):
+                    exact = False  # maybe a tensor (of another dtype), or a float
+        dtype = op_dtype(op, tensor_dtypes, tuple(scalars), exact_operands=exact)
+        if dtype == NOT_MODELLED or dtype == result.dtype:
+            return result
+        return with_fields(result, dtype=dtype)
 
     def _symbolic_new(self: Interpreter, inputs: list[TensorFact], scope: Scope, what: str, unknown_operands: bool = False) -> TensorFact:
         """A fresh tensor computed from `inputs` whose sizes are unknown. Computed only from
@@ -332,10 +362,11 @@ class TorchCallsMixin:
                 out = rp.cached_call(("op", fn), concrete, {}, lambda: fn(*concrete))
         except rp.CannotReplay:
             symbolic = self._symbolic_elementwise(fn, operands, tensors, scope)
-            return symbolic if symbolic is not None else self._symbolic_new(tensors, scope, what, self._maybe_tensors(operands))
+            result = symbolic if symbolic is not None else self._symbolic_new(tensors, scope, what, self._maybe_tensors(operands))
+            return self._with_op_dtype(result, fn.__name__, operands)
         except Exception as err:  # noqa: BLE001
             self._event("replay-error", node, f"{what}: {_first_line(err)}")
-            return self._symbolic_new(tensors, scope, what, self._maybe_tensors(operands))
+            return self._with_op_dtype(self._symbolic_new(tensors, scope, what, self._maybe_tensors(operands)), fn.__name__, operands)
         result = self._from_output(out, tensors[0], node, what)
         if isinstance(result, TensorFact) and result.is_view and tensors:
             result = with_fields(result, view_of=tensors[0].view_of)
@@ -397,6 +428,7 @@ class TorchCallsMixin:
             self._current_node, self._current_scope = node, scope
             symbolic = self.symops.method(tensor, name, args, kwargs, scope) if tensor.sym is not None else None
             result = symbolic if symbolic is not None else self._symbolic_method(tensor, name, args, kwargs, scope, line, text)
+            result = self._with_op_dtype(result, name, [tensor, *args, *kwargs.values()])
         if isinstance(result, TensorFact):
             result = self._annotate(tensor, result, name, text, line)
         elif isinstance(result, SeqValue):
@@ -644,8 +676,7 @@ class TorchCallsMixin:
             return with_fields(base, dtype=args[0].dtype)
         if name.endswith("_"):
             return tensor
-        fresh = self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)
-        return with_fields(fresh, dtype=tensor.dtype if name not in ("argmax", "argmin") else "int64")
+        return self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)
 
     def _spelled_shape(self: Interpreter, name: str, args: list[Value], kwargs: dict[str, Value]) -> Any:
         """The shape `view`/`reshape` of a tensor of unknown shape spell out, as a layout without
@@ -713,3 +744,11 @@ def _default_factory_dtype(name: str, args: list[Value]) -> str | None:
     if name == "arange":
         return "int64" if all(isinstance(a, Const) and type(a.value) is int for a in args) else "float32"
     return "float32"
+
+
+def _parameter_requires_grad(args: list[Value], kwargs: dict[str, Value]) -> bool | None:
+    """`nn.Parameter(t, requires_grad)`: True by default, else the flag when it is known."""
+    flag = args[1] if len(args) > 1 else kwargs.get("requires_grad")
+    if flag is None:
+        return True
+    return flag.value if isinstance(flag, Const) and isinstance(flag.value, bool) else None

@@ -109,6 +109,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # for both. The same site evaluated again (a loop's second pass) overwrites, as in loops.
         self._concrete: dict[ast.AST, ast.AST] = {}
         self._outer_site: ast.AST | None = None
+        # Node -> requires_grad as a function's own pass (no concrete call) recorded it.
+        self._own_pass_grad: dict[ast.AST, bool | None] = {}
         # > 0 while interpreting code that is one caller among others of the file's functions:
         # a function's generic pass (e.g. a `test()` nobody calls here) or a `__main__` block.
         # Calls from there follow bodies with the arguments' sizes generalised (interp_calls).
@@ -191,19 +193,24 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
     def record(self, node: ast.AST, value: Value, scope: Scope | None = None) -> Value:
         if self.quiet_depth:
             return value
+        if not self._call_stack:
+            # The function's own pass: what other callers (another file, a test) get. A
+            # concrete call from here states sharper sizes, but not another grad verdict.
+            self._own_pass_grad[node] = value.requires_grad if isinstance(value, TensorFact) else None
         if isinstance(value, _RECORDED):
             if isinstance(value, TensorFact) and scope is not None:
                 value = self.stated(value, scope)
             if self._call_stack:
                 previous = self._concrete.get(node)
                 joined = previous is not None and previous is not self._outer_site and node in self.facts
-                self.facts[node] = self._join_call_sites(self.facts[node], value) if joined else value
+                fact = self._join_call_sites(self.facts[node], value) if joined else value
+                if isinstance(fact, TensorFact) and node in self._own_pass_grad and self._own_pass_grad[node] != fact.requires_grad:
+                    fact = with_fields(fact, grad_unknown=True)
+                self.facts[node] = fact
                 if self._outer_site is not None:
                     self._concrete[node] = self._outer_site
                 return value
             if node in self._concrete:
-                # A concrete call already recorded sharper facts here; but this function may
-                # also be called from elsewhere, in another grad mode.
                 old = self.facts.get(node)
                 if isinstance(old, TensorFact) and isinstance(value, TensorFact) and old.requires_grad != value.requires_grad:
                     self.facts[node] = with_fields(old, grad_unknown=True)
