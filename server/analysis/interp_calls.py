@@ -8,6 +8,7 @@ A mixin of `interpreter.Interpreter`; methods take `self: Interpreter`.
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import torch_api as api
@@ -24,8 +25,10 @@ from stridelens.server.analysis.values import (
     Const,
     GradContext,
     InstanceValue,
+    Number,
     Opaque,
     SeqValue,
+    SizeValue,
     TorchRef,
     Value,
     join_values,
@@ -146,7 +149,10 @@ class UserCallsMixin:
                 return self._follow(fn, instance, args, kwargs, scope, site)
             finally:
                 self.quiet_depth -= 1
-        if not known and not followed and ((has_params and instance is None) or len(fn.args.args) > 1):
+        # A function of sizes only (`precompute_freqs_cis(dim, end)`): its tensors' sizes in the
+        # caller's names.
+        sizes_only = instance is None and bool(given) and all(isinstance(a, (Const, Opaque, SizeValue, Number)) for a in given) and self._makes_tensors(fn)
+        if not known and not followed and not sizes_only and ((has_params and instance is None) or len(fn.args.args) > 1):
             return None
         if not known and not followed and instance is not None and fn.name != "forward":
             return None
@@ -169,6 +175,15 @@ class UserCallsMixin:
                 self.demo_followed -= 1
             return exact
         return self._follow(fn, instance, args, kwargs, scope, site)
+
+    def _makes_tensors(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """Does the body call a torch factory or build a layer? (Read from its text, once: most functions of
+        sizes only compute ints, and following each call of them cost a tenth of `check`.)"""
+        known = self._factory_bodies.get(fn)
+        if known is None:
+            text = "\n".join(self._lines[fn.lineno - 1 : fn.end_lineno]) if self._lines else ""
+            known = self._factory_bodies[fn] = _FACTORY_CALL.search(text) is not None
+        return known
 
     def _generalised(self: Interpreter, value: Value, name: str) -> Value:
         """A tensor of literal sizes as a parameter of any sizes of its rank (named
@@ -302,6 +317,10 @@ class UserCallsMixin:
             is_view=False,
             carries_graph=bool(scope.grad_enabled),
         )
+
+
+# A torch factory, or a class built (a layer: `PreNorm(dim, Attention(dim))`).
+_FACTORY_CALL = re.compile(r"\b(?:arange|zeros|ones|empty|randn|rand|full|linspace|logspace|eye|tensor|randint|[A-Z]\w*)\(")
 
 
 def _positional_after_self(fn: ast.FunctionDef | ast.AsyncFunctionDef, instance: InstanceValue | None) -> list[ast.arg]:

@@ -39,6 +39,7 @@ from stridelens.server.analysis.values import (
     SizeValue,
     TorchRef,
     Value,
+    appended,
     forget_layout,
     join_values,
 )
@@ -353,6 +354,10 @@ class ExpressionsMixin:
                 carries_graph=base.carries_graph,
                 requires_grad=base.requires_grad,
             ).with_note("view", f"indexing [{text}]", line)
+        if isinstance(result, TensorFact) and result.meta is None and not basic and base.requires_grad is False and result.requires_grad is None:
+            # Whatever the index is (ints, int64 or bool tensors: none can carry a gradient),
+            # the result needs grad only where the indexed tensor does.
+            result = replace(result, requires_grad=False, carries_graph=False)
         if isinstance(result, TensorFact) and result.meta is None and not basic and not _surely_advanced(index):
             # `offsets[i]` with `i` unknown: an int gives a view, a tensor a copy.
             return replace(result, is_view=None, storage_key=None, view_of=None, contiguous=None)
@@ -470,7 +475,12 @@ class ExpressionsMixin:
                 return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
             if isinstance(receiver, ModuleValue):
                 return self.module_method(receiver, name, args, kwargs)
-            if name in _LIST_MUTATORS and isinstance(func.value, ast.Name) and isinstance(receiver, (Const, SeqValue)):
+            if name in ("append", "extend") and len(args) == 1 and not kwargs and _grown_list(receiver):
+                # `self.layers.append(Block(...))` in a loop: a ModuleList of some Blocks.
+                added = (args[0],) if name == "append" else _items_of(args[0])
+                if added is not None and self._rebind_container(func.value, appended(receiver, added), scope):
+                    return Const(None)
+            if name in _LIST_MUTATORS and isinstance(func.value, ast.Name) and isinstance(receiver, (Const, SeqValue, ListOf)):
                 # `sizes.append(4)`: the literal bound to `sizes` is no longer what it holds.
                 scope.env[func.value.id] = UNKNOWN
             if isinstance(receiver, DictValue):
@@ -495,6 +505,11 @@ class ExpressionsMixin:
                 if name in ("eval", "train", "to", "cuda", "cpu", "requires_grad_"):
                     return receiver
                 method = receiver.cls.methods.get(name)
+                if method is None and name in ("register_buffer", "register_parameter") and len(args) >= 2 and isinstance(args[0], Const) and isinstance(args[0].value, str):
+                    # `self.register_buffer("mask", torch.tril(...))`: `self.mask` is that tensor.
+                    old = receiver.cls.attributes.get(args[0].value)
+                    receiver.cls.attributes[args[0].value] = args[1] if old is None else join_values(old, args[1])
+                    return Const(None)
                 if method is not None and exact:
                     returned = self.call_concrete(method, receiver, args, kwargs, scope, node)
                     return UNKNOWN if returned is None else returned
@@ -616,3 +631,16 @@ def _surely_advanced(index: Value) -> bool:
     if isinstance(index, Const) and isinstance(index.value, list):
         return True
     return isinstance(index, SeqValue) and any(isinstance(i, TensorFact) or (isinstance(i, Const) and isinstance(i.value, list)) for i in index.items)
+
+
+def _grown_list(value: Value) -> bool:
+    return isinstance(value, ListOf) or (isinstance(value, SeqValue) and value.kind == "list")
+
+
+def _items_of(value: Value) -> tuple[Value, ...] | None:
+    """The items `.extend(value)` adds, where the analysis knows them."""
+    if isinstance(value, SeqValue):
+        return value.items
+    if isinstance(value, ListOf):
+        return (value.item,)
+    return None

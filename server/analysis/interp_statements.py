@@ -80,6 +80,22 @@ class StatementsMixin:
             holder = holder.parent
         (holder or scope).env[name] = fact
 
+    def _rebind_container(self: Interpreter, target: ast.expr, value: Value, scope: Scope) -> bool:
+        """Make `target` (a name, or `self.attr`) hold `value` where it was bound; False
+        where the analysis cannot say which binding it is."""
+        if isinstance(target, ast.Name):
+            holder: Scope | None = scope
+            while holder is not None and target.id not in holder.env:
+                holder = holder.parent
+            (holder or scope).env[target.id] = value
+            return True
+        if isinstance(target, ast.Attribute):
+            owner = self.eval(target.value, scope)
+            if isinstance(owner, InstanceValue):
+                owner.cls.attributes[target.attr] = value
+                return True
+        return False
+
     def stmt_AnnAssign(self: Interpreter, stmt: ast.AnnAssign, scope: Scope) -> None:
         if stmt.value is not None:
             value = self.eval(stmt.value, scope)

@@ -109,6 +109,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # for both. The same site evaluated again (a loop's second pass) overwrites, as in loops.
         self._concrete: dict[ast.AST, ast.AST] = {}
         self._outer_site: ast.AST | None = None
+        # Function -> whether its text calls a torch factory (interp_calls._makes_tensors).
+        self._factory_bodies: dict[ast.AST, bool] = {}
         # Node -> requires_grad as a function's own pass (no concrete call) recorded it.
         self._own_pass_grad: dict[ast.AST, bool | None] = {}
         # > 0 while interpreting code that is one caller among others of the file's functions:

@@ -225,12 +225,37 @@ def join_values(a: Value, b: Value, canon: Callable[[Layout], Layout] | None = N
         return TensorFact()
     if isinstance(a, SeqValue) and isinstance(b, SeqValue) and len(a.items) == len(b.items):
         return SeqValue(tuple(join_values(x, y, canon) for x, y in zip(a.items, b.items, strict=False)), a.kind)
+    if _grown_list(a) and _grown_list(b) and (isinstance(a, ListOf) or isinstance(b, ListOf)):
+        # A list before and after a loop appended to it: some number of items like these.
+        items = [*_list_items(a), *_list_items(b)]
+        joined = items[0]
+        for item in items[1:]:
+            joined = join_values(joined, item, canon)
+        return ListOf(joined)
     try:
         if a == b:
             return a
     except Exception:  # noqa: BLE001 - odd constants compare badly
         pass
     return UNKNOWN
+
+
+def _grown_list(v: Value) -> bool:
+    return isinstance(v, ListOf) or (isinstance(v, SeqValue) and v.kind == "list")
+
+
+def _list_items(v: Value) -> tuple[Value, ...]:
+    return (v.item,) if isinstance(v, ListOf) else v.items  # type: ignore[union-attr]
+
+
+def appended(container: SeqValue | ListOf, items: tuple[Value, ...]) -> ListOf:
+    """`container` after `.append(item)` / `.extend(items)`, run any number of times (a
+    loop's body): a list of unknown length whose items are like all of these."""
+    every = [*_list_items(container), *items]
+    joined = every[0]
+    for item in every[1:]:
+        joined = join_values(joined, item)
+    return ListOf(joined)
 
 
 def forget_layout(fact: TensorFact) -> TensorFact:
