@@ -20,6 +20,7 @@ from stridelens.server.analysis.interp_sizes import SymSlice
 from stridelens.server.analysis.interp_support import (
     _LIST_MUTATORS,
     Scope,
+    _call_name,
     _is_number,
     _source_text,
 )
@@ -470,6 +471,8 @@ class ExpressionsMixin:
                 if name in ("detach", "detach_") and isinstance(result, TensorFact):
                     result = replace(result, detached_from=_source_text(func.value))
                 return result
+            if _copies_layer(func, args):
+                return args[0]
             if isinstance(receiver, TorchRef):
                 self.record(func, TorchRef(f"{receiver.path}.{name}"))
                 return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
@@ -524,7 +527,9 @@ class ExpressionsMixin:
         if isinstance(callee, TorchRef):
             return self.call_torch(callee.path, args, kwargs, exact, node, scope)
         if isinstance(callee, ClassInfo):
-            return InstanceValue(callee)
+            return self.instantiate(callee, args, kwargs, exact, node, scope)
+        if _copies_layer(func, args):
+            return args[0]
         if isinstance(callee, FunctionValue) and exact:
             returned = self.call_concrete(callee.node, None, args, kwargs, scope, node)
             return UNKNOWN if returned is None else returned
@@ -644,3 +649,13 @@ def _items_of(value: Value) -> tuple[Value, ...] | None:
     if isinstance(value, ListOf):
         return (value.item,)
     return None
+
+
+def _copies_layer(func: ast.expr, args: list[Value]) -> bool:
+    """`copy.deepcopy(layer)` / `deepcopy(layer)`: a layer like it."""
+    return (
+        isinstance(func, (ast.Attribute, ast.Name))
+        and _call_name(func) in ("deepcopy", "copy")
+        and len(args) == 1
+        and isinstance(args[0], (InstanceValue, ModuleValue))
+    )
