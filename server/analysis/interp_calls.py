@@ -25,7 +25,6 @@ from stridelens.server.analysis.values import (
     Const,
     GradContext,
     InstanceValue,
-    ListOf,
     ModuleValue,
     Number,
     Opaque,
@@ -192,39 +191,6 @@ class UserCallsMixin:
             known = self._factory_bodies[fn] = _FACTORY_CALL.search(text) is not None
         return known
 
-    def instantiate(self: Interpreter, cls: ClassInfo, args: list[Value], kwargs: dict[str, Value], exact: bool, site: ast.AST, scope: Scope) -> Value:
-        """`TransformerEncoder(layer, 6)`: an instance of a class of the file. Its attributes are
-        the class's, from `__init__`'s own pass; where that pass could not know one because it
-        is built from a layer the caller passes (`self.layers = _get_clones(encoder_layer, n)`),
-        it is what the file's calls build, joined over them."""
-        instance = InstanceValue(cls)
-        init = cls.methods.get("__init__")
-        given = [*args, *kwargs.values()]
-        if (
-            init is None
-            or not exact
-            or not cls.is_module
-            or init in self._call_stack
-            or len(self._call_stack) >= MAX_CALL_DEPTH
-            or not any(isinstance(a, (InstanceValue, ModuleValue, ClassInfo)) for a in given)
-        ):
-            return instance
-        generic = cls.attributes
-        cls.attributes = {}
-        self.quiet_depth += 1
-        try:
-            self._follow(init, instance, args, kwargs, scope, site)
-        finally:
-            self.quiet_depth -= 1
-            built, cls.attributes = cls.attributes, generic
-        from_sites = self._site_attributes.setdefault(id(cls), {})
-        for name, value in built.items():
-            if name in from_sites:
-                generic[name] = from_sites[name] = join_values(from_sites[name], value)
-            elif _uninformative(generic.get(name, UNKNOWN)) and not _uninformative(value):
-                generic[name] = from_sites[name] = value
-        return instance
-
     def _generalised(self: Interpreter, value: Value, name: str) -> Value:
         """A tensor of literal sizes as a parameter of any sizes of its rank (named
         `name.shape[i]`); its row-major layout, if it has one, is assumed (and says so) as for
@@ -361,15 +327,6 @@ class UserCallsMixin:
 
 # A torch factory, or a class built (a layer: `PreNorm(dim, Attention(dim))`).
 _FACTORY_CALL = re.compile(r"\b(?:arange|zeros|ones|empty|randn|rand|full|linspace|logspace|eye|tensor|randint|[A-Z]\w*)\(")
-
-
-def _uninformative(value: Value) -> bool:
-    """A value `__init__`'s own pass made of a parameter it knows nothing about."""
-    if isinstance(value, ListOf):
-        return _uninformative(value.item)
-    if isinstance(value, SeqValue):
-        return all(_uninformative(v) for v in value.items)
-    return value is UNKNOWN or isinstance(value, Opaque)
 
 
 def _positional_after_self(fn: ast.FunctionDef | ast.AsyncFunctionDef, instance: InstanceValue | None) -> list[ast.arg]:

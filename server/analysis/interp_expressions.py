@@ -527,7 +527,7 @@ class ExpressionsMixin:
         if isinstance(callee, TorchRef):
             return self.call_torch(callee.path, args, kwargs, exact, node, scope)
         if isinstance(callee, ClassInfo):
-            return self.instantiate(callee, args, kwargs, exact, node, scope)
+            return InstanceValue(callee)
         if _copies_layer(func, args):
             return args[0]
         if isinstance(callee, FunctionValue) and exact:

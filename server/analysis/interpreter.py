@@ -109,8 +109,6 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # for both. The same site evaluated again (a loop's second pass) overwrites, as in loops.
         self._concrete: dict[ast.AST, ast.AST] = {}
         self._outer_site: ast.AST | None = None
-        # id(ClassInfo) -> the attributes its instantiations in the file built (interp_calls.instantiate).
-        self._site_attributes: dict[int, dict[str, Value]] = {}
         # Function -> whether its text calls a torch factory (interp_calls._makes_tensors).
         self._factory_bodies: dict[ast.AST, bool] = {}
         # Node -> requires_grad as a function's own pass (no concrete call) recorded it.
@@ -163,21 +161,15 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         defined = {
             s.name: s.lineno for s in self.tree.body if isinstance(s, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
         }
-        # Also run again: an __init__ that builds one of those classes (DETR's Transformer
-        # builds TransformerEncoder, whose layers come from `_get_clones`, defined last).
-        rerun: set[str] = set()
         for info, init, scope in self.module_inits:
             later = [name for name, line in defined.items() if line > info.node.lineno]
-            stale = later + sorted(rerun)
-            if not stale:
+            if not later:
                 continue
             # The text of __init__ (walking its tree for names cost an eighth of check on timm).
             text = "\n".join(self._lines[init.lineno - 1 : init.end_lineno]) if self._lines else ast.unparse(init)
-            if any(name in text and re.search(rf"\b{re.escape(name)}\b", text) for name in stale):
+            if any(name in text and re.search(rf"\b{re.escape(name)}\b", text) for name in later):
                 info.attributes.clear()
-                self._site_attributes.pop(id(info), None)
                 self.exec_function(init, scope, info)
-                rerun.add(info.node.name)
 
     def _tick(self) -> None:
         self._steps += 1
