@@ -19,6 +19,7 @@ from stridelens.server.analysis.interp_support import (
     Scope,
     _call_name,
 )
+from stridelens.server.analysis.layer_ranks import ranks_from_layers
 from stridelens.server.analysis.values import (
     UNKNOWN,
     ClassInfo,
@@ -82,7 +83,9 @@ class UserCallsMixin:
         args = fn.args
         positional = [*args.posonlyargs, *args.args]
         # A method's `self` is no tensor: with no other parameter there is no rank to find.
-        ranks = infer_parameter_ranks(fn, self.mentions_permute) if len(positional) + len(args.kwonlyargs) > (1 if cls is not None else 0) else {}
+        has_params = len(positional) + len(args.kwonlyargs) > (1 if cls is not None else 0)
+        from_layers = ranks_from_layers(fn, cls.attributes.get) if has_params and cls is not None and cls.is_module else None
+        ranks = infer_parameter_ranks(fn, self.mentions_permute, from_layers) if has_params else {}
         defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults, strict=True))
         for i, arg in enumerate(positional):
             if i == 0 and cls is not None and not any(

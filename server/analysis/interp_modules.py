@@ -117,7 +117,8 @@ class ModulesMixin:
             contiguous=True if dense else None,
             assumes=frozenset().union(*(t.assumes for t in tensors)) if dense else frozenset(),
             storage_key=None if passes_through else self.fresh_storage(),
-            is_view=False if _fresh_output(module) else None,
+            # (A conv given an unbatched input returns a view of its batched result: torch 2.13.)
+            is_view=False if _fresh_output(module) and not module.name.startswith("Conv") else None,
             carries_graph=(True if has_params else tensors[0].carries_graph) if scope.grad_enabled else False,
             requires_grad=(True if has_params else tensors[0].requires_grad) if scope.grad_enabled else False,
         )

@@ -434,16 +434,19 @@ class LazyRendering:
         return self._value
 
 
-def infer_parameter_ranks(fn: ast.FunctionDef | ast.AsyncFunctionDef, look_for_permute: bool = True) -> dict[str, int]:
+def infer_parameter_ranks(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, look_for_permute: bool = True, more: list[tuple[int, str, int]] | None = None
+) -> dict[str, int]:
     """Ranks of parameters the body states at its top level before rebinding them:
-    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`.
+    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`, and `more` evidence of the same
+    form (statement index, parameter, rank): the layers' (layer_ranks.py).
 
     Two passes so that most functions cost one look at their top-level statements: evidence
     first; only where there is some, whether the parameter was rebound before it."""
     params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
     if not params:
         return {}
-    evidence: list[tuple[int, str, int]] = []  # (statement index, parameter, rank)
+    evidence: list[tuple[int, str, int]] = list(more or ())  # (statement index, parameter, rank)
     for index, stmt in enumerate(fn.body):
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List)):
             target = stmt.targets[0]

@@ -12,6 +12,7 @@ the caller finds out by substituting 1 (`substitute`) and says so as a condition
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import Union
@@ -57,6 +58,16 @@ Size = Union[int, SymExpr]  # noqa: UP007 - a runtime alias
 
 def atom(atom_id: int) -> SymExpr:
     return SymExpr({((atom_id, 1),): 1})
+
+
+_ANONYMOUS = itertools.count(1 << 40)
+
+
+def anonymous() -> SymExpr:
+    """A size nobody can name (one that differs between two paths, a conv's output size of
+    unknown stride): its tensor's rank stays a fact, the entry renders as `null`. Ids far above
+    `naming.Names`' own, which count up from 1."""
+    return atom(next(_ANONYMOUS))
 
 
 def _terms(x: Size) -> dict[Monomial, Coef]:

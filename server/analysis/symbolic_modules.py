@@ -241,20 +241,25 @@ class ModuleOutputs:
         stride = int_pair(module_arg(module, "stride"), (1,))
         padding = int_pair(module_arg(module, "padding"), (0,))
         dilation = int_pair(module_arg(module, "dilation"), (1,))
-        if out_channels is None or kernel is None or stride is None or padding is None or dilation is None:
+        if out_channels is None:
             return None
 
         def each(t: tuple[int, ...]) -> tuple[int, ...]:
             return t * spatial if len(t) == 1 else t
 
-        k, st, p, d = each(kernel), each(stride), each(padding), each(dilation)
-        if not all(len(t) == spatial for t in (k, st, p, d)):
-            return None
-        dims = [lay.conv_out(layout.shape[-spatial + i], k[i], st[i], p[i], d[i]) for i in range(spatial)]
+        if kernel is None or stride is None or padding is None or dilation is None:
+            # (`stride=stride` of a block's parameter): the sizes out are nobody's to name.
+            dims: list[Any] = [sz.anonymous() for _ in range(spatial)]
+        else:
+            k, st, p, d = each(kernel), each(stride), each(padding), each(dilation)
+            if not all(len(t) == spatial for t in (k, st, p, d)):
+                return None
+            dims = [lay.conv_out(layout.shape[-spatial + i], k[i], st[i], p[i], d[i]) for i in range(spatial)]
         shape = (*layout.shape[: -spatial - 1], out_channels, *dims)
         # A channels_last input gives a channels_last output: only a row-major input is sure.
         out = self.fresh(shape, x, [x], scope, contiguous="inherit")
-        return with_fields(out, requires_grad=grad, carries_graph=grad)
+        # An unbatched input comes back as a view of the batched result (torch 2.13).
+        return with_fields(out, requires_grad=grad, carries_graph=grad, is_view=None if layout.ndim == spatial + 1 else out.is_view)
 
     def _pool(self: SymbolicOps, module: ModuleValue, x: TensorFact, layout: Layout, scope: Any) -> Value | None:
         spatial = int(module.name[-2])

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
+from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.facts import TensorFact, join_rendered, new_fact
 from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.sizes import SymExpr
@@ -208,8 +209,13 @@ def join_facts(a: TensorFact, b: TensorFact, canon: Callable[[Layout], Layout] |
 def join_layouts(a: Layout | None, b: Layout | None) -> Layout | None:
     """What two symbolic layouts share: the shape when it is the same (fused and unfused
     attention both give `(B, nh, T, hs)`), the strides and offset only where those agree too."""
-    if a is None or b is None or a.shape != b.shape:
+    if a is None or b is None:
         return None
+    if a.shape != b.shape:
+        if len(a.shape) != len(b.shape):
+            return None
+        # The same rank: the sizes both sides agree on, and one nobody can name for the others.
+        return Layout(tuple(x if x == y else sz.anonymous() for x, y in zip(a.shape, b.shape, strict=True)), None, None)
     if a.strides != b.strides:
         return Layout(a.shape, None, None)
     return Layout(a.shape, a.strides, a.offset if a.offset == b.offset else None)

@@ -1,0 +1,102 @@
+"""The rank a forward's layers prove, and sizes nobody can name.
+
+* `out = F.relu(self.bn1(self.conv1(x)))`: BatchNorm2d raises on anything but 4 dims and the
+  conv keeps the rank, so `x` has 4 dims in every run past that line; with `stride=stride` a
+  constructor parameter, the output's spatial sizes have no name: `[x.shape[0], C, null, null]`;
+* a conv alone proves nothing (it takes 3 or 4 dims): run here with both;
+* an if/else whose branches give the same rank but other sizes (`(b, 2 * n)`, `(b, n)`) keeps
+  the rank and the sizes they agree on: `(b, null)`.
+
+Checked for real (tests/realcode/compare.py), with several batch sizes, strides and ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tests.realcode import compare as realcompare
+
+NAME = "layer_ranks"
+
+SOURCE = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, kernel_size=3, stride=stride, padding=1)
+        self.bn1 = nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        return out
+
+
+class Plain(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y
+
+
+def pick(x, wide):
+    b, n = x.shape
+    if wide:
+        z = torch.cat([x, x], 1)
+    else:
+        z = x * 2
+    w = z + 1
+    return w
+"""
+
+
+def _entry(ns: dict[str, Any]) -> None:
+    for batch, stride in ((2, 1), (3, 2), (1, 2)):
+        block = ns["Block"](3, 8, stride)
+        block(torch.randn(batch, 3, 9, 7)).sum().backward()
+        with torch.no_grad():
+            block.eval()(torch.randn(batch + 1, 3, 5, 5))
+    plain = ns["Plain"](3, 4)
+    plain(torch.randn(2, 3, 6, 6))
+    plain(torch.randn(3, 6, 6))  # unbatched: a conv takes it
+    for wide in (True, False):
+        ns["pick"](torch.randn(3, 6), wide)
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> realcompare.SnippetOracle:
+    return realcompare.snippet_oracle(SOURCE, NAME, _entry, tmp_path_factory.mktemp(NAME))
+
+
+def test_every_probe_ran(oracle: realcompare.SnippetOracle) -> None:
+    assert not oracle.unreached(), oracle.unreached()
+
+
+def test_no_wrong_facts(oracle: realcompare.SnippetOracle) -> None:
+    if oracle.wrong_lines():
+        pytest.fail("wrong facts:\n" + "\n".join(oracle.wrong_lines()), pytrace=False)
+
+
+def test_batchnorm2d_proves_four_dims(oracle: realcompare.SnippetOracle) -> None:
+    shape = (oracle.answer("out", "forward") or {}).get("shape")
+    assert shape is not None and len(shape) == 4 and shape[0] == "x.shape[0]" and shape[2:] == [None, None], shape
+
+
+def test_a_conv_alone_proves_no_rank(oracle: realcompare.SnippetOracle) -> None:
+    lines = SOURCE.splitlines()
+    y = next(a for p, a in oracle.answers.items() if p.name == "y" and "self.conv(x)" in lines[p.line - 1]) or {}
+    assert y.get("shape") is None, y
+
+
+def test_branches_of_one_rank_keep_it(oracle: realcompare.SnippetOracle) -> None:
+    joined = (oracle.answer("w", "pick") or {}).get("shape")
+    assert joined == ["b", None], joined
