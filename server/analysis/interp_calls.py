@@ -161,9 +161,12 @@ class UserCallsMixin:
             and all(isinstance(a, (Const, Opaque, SizeValue, Number, InstanceValue, ModuleValue, ClassInfo)) for a in given)
             and self._makes_tensors(fn)
         )
-        if not known and not followed and not sizes_only and ((has_params and instance is None) or len(fn.args.args) > 1):
+        # A one-line helper given a tensor (`default(context, x)`, `with_pos_embed(t, pos)`):
+        # cheap to follow, and what it returns is the caller's tensor.
+        one_liner = len(fn.body) == 1 and isinstance(fn.body[0], ast.Return) and any(isinstance(a, TensorFact) for a in given)
+        if not known and not followed and not sizes_only and not one_liner and ((has_params and instance is None) or len(fn.args.args) > 1):
             return None
-        if not known and not followed and instance is not None and fn.name != "forward":
+        if not known and not followed and not one_liner and instance is not None and fn.name != "forward":
             return None
         if self.demo_depth and not self.demo_followed and any(_literal(a) for a in given):
             # A demo call (`test()`, a `__main__` block) passes one run's sizes; other files call

@@ -197,6 +197,15 @@ class ExpressionsMixin:
     def expr_Compare(self: Interpreter, node: ast.Compare, scope: Scope) -> Value:
         left = self.eval(node.left, scope)
         rights = [self.eval(c, scope) for c in node.comparators]
+        if len(rights) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+            # `val is not None` of a literal, or of a layer or function (never None). Not of a
+            # tensor: a join of a tensor and None is still said to be a tensor.
+            sides = (left, rights[0])
+            if any(isinstance(v, Const) and v.value is None for v in sides) and all(
+                isinstance(v, (Const, ModuleValue, InstanceValue, FunctionValue, ClassInfo)) for v in sides
+            ):
+                same = all(isinstance(v, Const) and v.value is None for v in sides)
+                return Const(same if isinstance(node.ops[0], ast.Is) else not same)
         if len(rights) == 1 and (isinstance(left, TensorFact) or isinstance(rights[0], TensorFact)):
             fns: dict[type, Any] = {
                 ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
@@ -239,6 +248,9 @@ class ExpressionsMixin:
             if value is not None and value is not UNKNOWN:
                 if isinstance(node.value, ast.Name):
                     self.name_size(value, (node.value.id, attr))
+                if owner.cls.is_module and isinstance(value, TensorFact) and value.device is not None:
+                    # A parameter or buffer made on the CPU moves with `model.cuda()`.
+                    value = with_fields(value, device=None)
                 return value
             method = owner.cls.methods.get(attr)
             if method is not None:

@@ -10,6 +10,7 @@ to know which sizes would change a verdict, `symbolic_ops` substitutes 1 and ask
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stridelens.server.analysis import sizes as sz
@@ -498,7 +499,9 @@ def narrow(layout: Layout, dim: int, start: Size, length: Size) -> Layout:
 
 
 # ------------------------------------------------------------------ shapes of new tensors
-def broadcast_shapes(*shapes: tuple[Size, ...]) -> tuple[Size, ...]:
+def broadcast_shapes(*shapes: tuple[Size, ...], undecided: Callable[[], Size] | None = None) -> tuple[Size, ...]:
+    """Where two sizes may each be 1 or equal, `undecided()` stands for the result's (in
+    every run past the op it is the larger one), else `Undecided` is raised."""
     ndim = max((len(s) for s in shapes), default=0)
     out: list[Size] = []
     for i in range(ndim):
@@ -515,7 +518,10 @@ def broadcast_shapes(*shapes: tuple[Size, ...]) -> tuple[Size, ...]:
                 continue
             if isinstance(size, int) and isinstance(other, int):
                 raise ValueError(f"The size of tensor a ({size}) must match the size of tensor b ({other})")
-            raise Undecided
+            if undecided is None:
+                raise Undecided
+            size = undecided()
+            break
         out.append(size)
     return tuple(out)
 

@@ -583,7 +583,7 @@ class SymbolicOps(ModuleOutputs):
         if len(shapes) != len(tensors):
             return None
         try:
-            shape = lay.broadcast_shapes(*shapes)
+            shape = lay.broadcast_shapes(*shapes, undecided=sz.anonymous)
         except (Undecided, ValueError):
             return None
         like = next(t for t in tensors if t.sym is not None or t.shape is not None)

@@ -174,6 +174,11 @@ def join_facts(a: TensorFact, b: TensorFact, canon: Callable[[Layout], Layout] |
         sym_a, sym_b = canon(sym_a), canon(sym_b)
     # Field by field, written out: this runs for every node of a body called from two sites.
     shape_same = a.shape == b.shape
+    if not shape_same and (sym_a is None or sym_b is None):
+        # Exact sizes on one path (or both): as a layout of those sizes, so the rank and the
+        # sizes both paths agree on stay (`(2, 3)` and `(5, 3)`: `(?, 3)`).
+        sym_a = sym_a if sym_a is not None else (Layout(a.shape, None, None) if a.shape is not None else None)
+        sym_b = sym_b if sym_b is not None else (Layout(b.shape, None, None) if b.shape is not None else None)
     strides_same = a.strides == b.strides
     offset_same = a.storage_offset == b.storage_offset
     key_same = a.storage_key == b.storage_key

@@ -8,7 +8,9 @@ verdicts that depend on who calls a body.
 * `nn.Parameter(t, requires_grad=flag)` with a flag the analysis cannot see: not stated;
 * a body called from the file with a tensor that requires grad, and by other code with one
   that does not: requires_grad is not stated from the file's call alone;
-* `offsets[i]` with `i` unknown: an int index gives a view, a tensor index a copy: not stated.
+* `offsets[i]` with `i` unknown: an int index gives a view, a tensor index a copy: not stated;
+* `default(None, h)`, a one-line helper given a tensor: followed;
+* a parameter or buffer read in `forward` is on whatever device the module was moved to.
 
 Checked for real (tests/realcode/compare.py): every stated field in every run.
 """
@@ -27,6 +29,10 @@ NAME = "containers_and_buffers"
 SOURCE = """
 import torch
 from torch import nn
+
+
+def default(val, d):
+    return val if val is not None else d
 
 
 def precompute(dim, end):
@@ -60,6 +66,7 @@ class Net(nn.Module):
         for layer in self.layers:
             h = layer(h)
         scaled = h * self.scale
+        context = default(None, h)
         i = int(offsets.argmax())
         offset = offsets[i]
         return scaled, offset
@@ -127,3 +134,13 @@ def test_grad_verdicts_that_depend_on_the_caller_are_not_stated(oracle: realcomp
 
 def test_an_unknown_index_gives_no_view_verdict(oracle: realcompare.SnippetOracle) -> None:
     assert (oracle.answer("offset", "forward") or {}).get("is_view") is None
+
+
+def test_a_one_line_helper_is_followed(oracle: realcompare.SnippetOracle) -> None:
+    assert (oracle.answer("context", "forward") or {}).get("dtype") == "float32"
+
+
+def test_a_buffer_read_in_forward_has_no_device_stated(oracle: realcompare.SnippetOracle) -> None:
+    lines = SOURCE.splitlines()
+    gathered = next(a for p, a in oracle.answers.items() if p.name == "h" and "self.table" in lines[p.line - 1]) or {}
+    assert gathered.get("device") is None, gathered
