@@ -139,6 +139,14 @@ class TorchCallsMixin:
             return UNKNOWN
         if path in (f"einops.{leaf}", f"einops.einops.{leaf}") and leaf in sym_einops.FUNCTIONS:
             return sym_einops.einops_call(self, leaf, args, kwargs, node, scope)
+        if path in ("einops.einsum", "einops.einops.einsum") and len(args) >= 2 and isinstance(args[-1], Const) and isinstance(args[-1].value, str):
+            # `einsum(x, C, 'b d_in n, b n -> b d_in')`: torch.einsum's, the pattern last in words.
+            equation = sym_einops.letters_equation(args[-1].value)
+            if equation is None:
+                return UNKNOWN
+            self._current_node, self._current_scope = node, scope
+            result = self.symops.function("einsum", [Const(equation), *args[:-1]], {}, scope, False)
+            return result if result is not None else UNKNOWN
         if path.startswith("einops.layers.torch.") and leaf in sym_einops.LAYERS:
             return ModuleValue(path, tuple(args), dict(kwargs), line=node.lineno, built=False)
         return UNKNOWN
@@ -250,8 +258,8 @@ class TorchCallsMixin:
         for seq in seqs:
             items = seq.items if isinstance(seq, SeqValue) else (seq.item,)
             tensors.extend(i for i in items if isinstance(i, TensorFact))
-        if not tensors:
-            return UNKNOWN
+        if not tensors and not (leaf == "einsum" and not functional):
+            return UNKNOWN  # (einsum makes tensors of the parameters it is given)
         try:
             torch = self._torch()
             fn = getattr(torch.nn.functional if functional else torch, leaf)
@@ -316,7 +324,7 @@ class TorchCallsMixin:
             graph = False
         elif any(t.carries_graph or t.requires_grad for t in inputs):
             graph = True
-        elif all(t.requires_grad is False for t in inputs) and not unknown_operands:
+        elif inputs and all(t.requires_grad is False for t in inputs) and not unknown_operands:
             graph = False
         key = self.fresh_storage()
         if not self.replay and inputs and all(t.storage_key in self.sized_storages for t in inputs):

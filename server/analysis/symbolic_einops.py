@@ -427,7 +427,7 @@ def einsum_shape(equation: str, shapes: list[tuple[Size, ...]]) -> tuple[Size, .
         dots = "..." if ellipsis_shapes else ""
         head, tail = "", "".join(sorted(c for c, n in counts.items() if n == 1))
     try:
-        ell = lay.broadcast_shapes(*ellipsis_shapes) if ellipsis_shapes else ()
+        ell = lay.broadcast_shapes(*ellipsis_shapes, undecided=sz.anonymous) if ellipsis_shapes else ()
     except (lay.Undecided, ValueError):
         return None
     sizes: list[Size] = []
@@ -445,6 +445,59 @@ def einsum_shape(equation: str, shapes: list[tuple[Size, ...]]) -> tuple[Size, .
     return tuple(result)
 
 
+def letters_equation(pattern: str) -> str | None:
+    """einops.einsum's `'b l d_in, d_in n -> b l d_in n'` as torch.einsum's `'abc,cd->abcd'`."""
+    lhs, arrow, rhs = pattern.partition("->")
+    if not arrow:
+        return None
+    letters: dict[str, str] = {}
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def term(text: str) -> str | None:
+        out = []
+        for word in text.split():
+            if word == "...":
+                out.append("...")
+                continue
+            if not word.isidentifier():
+                return None
+            if word not in letters:
+                if len(letters) >= len(alphabet):
+                    return None
+                letters[word] = alphabet[len(letters)]
+            out.append(letters[word])
+        return "".join(out)
+
+    terms = [term(t) for t in lhs.split(",")]
+    out = term(rhs)
+    if out is None or any(t is None for t in terms):
+        return None
+    return ",".join(t for t in terms if t is not None) + "->" + out
+
+
+def _with_equation_ranks(equation: str, shapes: list[tuple[Size, ...] | None]) -> list[tuple[Size, ...] | None]:
+    """An operand of unknown shape has the rank its term spells (`'b i d'`: 3 dims) in every
+    run past the call: its sizes are the other operands' for the same letter, else unnamed."""
+    if all(s is not None for s in shapes):
+        return shapes
+    terms = equation.replace(" ", "").partition("->")[0].split(",")
+    if len(terms) != len(shapes):
+        return shapes
+    known: dict[str, Size] = {}
+    for term, shape in zip(terms, shapes, strict=True):
+        if shape is not None and "." not in term and len(term) == len(shape):
+            for letter, size in zip(term, shape, strict=True):
+                known.setdefault(letter, size)
+    out: list[tuple[Size, ...] | None] = []
+    for term, shape in zip(terms, shapes, strict=True):
+        if shape is None and term.isalpha():
+            for letter in term:
+                known.setdefault(letter, sz.anonymous())
+            shape = tuple(known[letter] for letter in term)
+        out.append(shape)
+    return out
+
+
 def _letter_size(found: list[Size]) -> Size | None:
     """One letter's size: the operands' sizes agree, or broadcast from 1."""
     distinct = {s for s in found if not (isinstance(s, int) and s == 1)}
@@ -452,7 +505,8 @@ def _letter_size(found: list[Size]) -> Size | None:
         return 1
     if len(distinct) == 1:
         return distinct.pop()
-    return None
+    # Sizes that may each be 1 or equal (the op ran): the result's has no name.
+    return sz.anonymous()
 
 
 def einsum_result(symops: Any, args: list[Value], scope: Any) -> TensorFact | None:
@@ -475,7 +529,7 @@ def einsum_result(symops: Any, args: list[Value], scope: Any) -> TensorFact | No
         return None
     dtypes = {t.dtype for t in tensors}
     dtype = dtypes.pop() if len(dtypes) == 1 else None
-    shapes = [t.known_shape for t in tensors]
+    shapes = _with_equation_ranks(args[0].value, [t.known_shape for t in tensors])
     shape = einsum_shape(args[0].value, shapes) if all(s is not None for s in shapes) else None  # type: ignore[arg-type]
     if shape is None:
         grad = symops.grad_of(tensors, scope)
