@@ -84,7 +84,13 @@ class ExpressionsMixin:
         items = []
         for elt in node.elts:
             if isinstance(elt, ast.Starred):
-                self.eval(elt.value, scope)
+                spread = self.eval(elt.value, scope)
+                if isinstance(spread, SeqValue):
+                    items.extend(spread.items)  # `(q, *kv.chunk(2, dim=-1))`: its items
+                    continue
+                if isinstance(spread, Const) and isinstance(spread.value, (tuple, list)):
+                    items.extend(Const(v) for v in spread.value)  # `(b, *x.shape)` of known sizes
+                    continue
                 return UNKNOWN
             items.append(self.eval(elt, scope))
         kind = "tuple" if isinstance(node, ast.Tuple) else "list"

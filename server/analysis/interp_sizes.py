@@ -454,6 +454,11 @@ def infer_parameter_ranks(
             if subject in params and not any(isinstance(e, ast.Starred) for e in target.elts):
                 evidence.append((index, subject, len(target.elts)))
                 continue
+            spread = _spread_shape(stmt.value, len(target.elts)) if not any(isinstance(e, ast.Starred) for e in target.elts) else None
+            if spread is not None and spread[0] in params:
+                # `b, n, _, h = *x.shape, self.heads` (vit-pytorch): x has the dims left over.
+                evidence.append((index, *spread))
+                continue
         if not look_for_permute:
             continue
         value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign, ast.AnnAssign)) else None
@@ -486,6 +491,18 @@ def infer_parameter_ranks(
             conflicts.add(name)
         ranks[name] = rank
     return {k: v for k, v in ranks.items() if k not in conflicts and 0 < v <= 8}
+
+
+def _spread_shape(value: ast.expr, targets: int) -> tuple[str, int] | None:
+    """(x, rank) of `*x.shape, a, b` unpacked into `targets` names."""
+    if not isinstance(value, ast.Tuple):
+        return None
+    starred = [e for e in value.elts if isinstance(e, ast.Starred)]
+    if len(starred) != 1:
+        return None
+    subject = shape_subject(starred[0].value)
+    rank = targets - (len(value.elts) - 1)
+    return (subject, rank) if subject is not None and rank > 0 else None
 
 
 def shape_subject(value: ast.expr) -> str | None:

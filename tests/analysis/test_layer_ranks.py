@@ -4,6 +4,8 @@
   conv keeps the rank, so `x` has 4 dims in every run past that line; with `stride=stride` a
   constructor parameter, the output's spatial sizes have no name: `[x.shape[0], C, null, null]`;
 * a conv alone proves nothing (it takes 3 or 4 dims): run here with both;
+* `b, n, _, h = *x.shape, self.heads` (vit-pytorch): x has 3 dims; `(y, *y.chunk(2, -1))` is a
+  tuple of three tensors;
 * an if/else whose branches give the same rank but other sizes (`(b, 2 * n)`, `(b, n)`) keeps
   the rank and the sizes they agree on: `(b, null)`.
 
@@ -56,6 +58,14 @@ def pick(x, wide):
         z = x * 2
     w = z + 1
     return w
+
+
+def heads(x, h):
+    b, n, _, hh = *x.shape, h
+    y = x.transpose(0, 1)
+    parts = (y, *y.chunk(2, dim=-1))
+    whole, left, right = parts
+    return whole, left, right
 """
 
 
@@ -70,6 +80,8 @@ def _entry(ns: dict[str, Any]) -> None:
     plain(torch.randn(3, 6, 6))  # unbatched: a conv takes it
     for wide in (True, False):
         ns["pick"](torch.randn(3, 6), wide)
+    for shape in ((2, 5, 8), (1, 3, 4)):
+        ns["heads"](torch.randn(*shape), 4)
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +112,8 @@ def test_a_conv_alone_proves_no_rank(oracle: realcompare.SnippetOracle) -> None:
 def test_branches_of_one_rank_keep_it(oracle: realcompare.SnippetOracle) -> None:
     joined = (oracle.answer("w", "pick") or {}).get("shape")
     assert joined == ["b", None], joined
+
+
+def test_a_spread_shape_gives_the_rank(oracle: realcompare.SnippetOracle) -> None:
+    assert (oracle.answer("y", "heads") or {}).get("shape") == ["n", "b", "x.shape[2]"]
+    assert (oracle.answer("left", "heads") or {}).get("shape") is not None
