@@ -480,9 +480,15 @@ class ExpressionsMixin:
                 if holder is not None:
                     self._rebind_in_place(holder, receiver, scope)
             if isinstance(receiver, TensorFact) or (
-                (receiver is UNKNOWN or isinstance(receiver, Opaque)) and name in api.TENSOR_ONLY_METHODS
+                (receiver is UNKNOWN or isinstance(receiver, Opaque))
+                and (name in api.TENSOR_ONLY_METHODS or (isinstance(receiver, Opaque) and len(receiver.path) == 1 and _sizes_call(name, node)))
             ):
-                tensor = receiver if isinstance(receiver, TensorFact) else TensorFact(storage_key=self.fresh_storage())
+                if isinstance(receiver, TensorFact):
+                    tensor = receiver
+                elif isinstance(receiver, Opaque) and len(receiver.path) == 1 and _sizes_call(name, node):
+                    tensor = self.opaque_tensor(receiver)  # the parameter: its sizes keep its name
+                else:
+                    tensor = TensorFact(storage_key=self.fresh_storage())
                 if not exact:
                     return self._unknown_result(tensor, name)
                 result = self.tensor_method(tensor, name, args, kwargs, node, scope)
@@ -677,3 +683,13 @@ def _copies_layer(func: ast.expr, args: list[Value]) -> bool:
         and len(args) == 1
         and isinstance(args[0], (InstanceValue, ModuleValue))
     )
+
+
+def _sizes_call(name: str, node: ast.Call) -> bool:
+    """`x.size(0)`, `x.view(n, -1)` of a parameter: a tensor's (numpy's `size` is no method, its
+    `view` takes a dtype). Of any other unknown value, not assumed."""
+    if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+        return False
+    if name == "size":
+        return len(node.args) == 1
+    return name == "view" and len(node.args) >= 2

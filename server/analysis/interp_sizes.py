@@ -139,6 +139,11 @@ class SizesMixin:
             step = steps[i]
             if value is None:
                 return None
+            if step == "shape" and isinstance(value, Opaque) and len(value.path) == 1 and i + 1 < len(steps) and steps[i + 1].startswith("["):
+                # A parameter of unknown rank whose `x.size(0)` the code asked for.
+                made = self._opaque_tensors.get(value.root)
+                found = self.names.peek(("dim", id(made), int(steps[i + 1][1:-1]))) if made is not None else None
+                return None if found is None else self.symops.canon(found, equal)  # type: ignore[no-any-return]
             if step == "shape" and isinstance(value, TensorFact):
                 if i + 1 >= len(steps) or not steps[i + 1].startswith("["):
                     return None

@@ -6,6 +6,8 @@
 * a conv alone proves nothing (it takes 3 or 4 dims): run here with both;
 * `b, n, _, h = *x.shape, self.heads` (vit-pytorch): x has 3 dims; `(y, *y.chunk(2, -1))` is a
   tuple of three tensors;
+* `out.view(out.size(0), -1)` of a parameter (only a tensor has `size(0)`): 2 dims, the first
+  `out.shape[0]`;
 * an if/else whose branches give the same rank but other sizes (`(b, 2 * n)`, `(b, n)`) keeps
   the rank and the sizes they agree on: `(b, null)`.
 
@@ -60,6 +62,11 @@ def pick(x, wide):
     return w
 
 
+def classify(out):
+    flat = out.view(out.size(0), -1)
+    return flat
+
+
 def heads(x, h):
     b, n, _, hh = *x.shape, h
     y = x.transpose(0, 1)
@@ -80,6 +87,8 @@ def _entry(ns: dict[str, Any]) -> None:
     plain(torch.randn(3, 6, 6))  # unbatched: a conv takes it
     for wide in (True, False):
         ns["pick"](torch.randn(3, 6), wide)
+    ns["classify"](torch.randn(2, 3, 4))
+    ns["classify"](torch.randn(5, 7))
     for shape in ((2, 5, 8), (1, 3, 4)):
         ns["heads"](torch.randn(*shape), 4)
 
@@ -117,3 +126,7 @@ def test_branches_of_one_rank_keep_it(oracle: realcompare.SnippetOracle) -> None
 def test_a_spread_shape_gives_the_rank(oracle: realcompare.SnippetOracle) -> None:
     assert (oracle.answer("y", "heads") or {}).get("shape") == ["n", "b", "x.shape[2]"]
     assert (oracle.answer("left", "heads") or {}).get("is_view") is True
+
+
+def test_a_view_of_a_parameter_spells_its_rank(oracle: realcompare.SnippetOracle) -> None:
+    assert (oracle.answer("flat", "classify") or {}).get("shape") == ["out.shape[0]", None]
