@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import replay as rp
+from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis import symbolic_einops as sym_einops
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.dtypes import NOT_MODELLED, op_dtype
@@ -656,6 +657,8 @@ class TorchCallsMixin:
                 contiguous=tensor.contiguous,
             )
         spelled = self._spelled_shape(name, args, kwargs) if name in ("view", "reshape") else None
+        if name == "flatten" and tensor.sym is None and tensor.shape is None:
+            spelled = self._flattened_rank(tensor, args, kwargs)
         if spelled is not None:
             # `x.view(B, T, nh, hs)`: the sizes fix the result's shape whatever x is.
             base = with_fields(base, sym=spelled, assumes=self.symops.conditions_of(args))
@@ -685,6 +688,22 @@ class TorchCallsMixin:
         if name.endswith("_"):
             return tensor
         return self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)
+
+    def _flattened_rank(self: Interpreter, tensor: TensorFact, args: list[Value], kwargs: dict[str, Value]) -> Any:
+        """`x.flatten(1)` of a tensor of unknown rank: `start_dim + 1` dims (a lower rank
+        raises), the first ones x's, the last one unnamed."""
+        start = args[0] if args else kwargs.get("start_dim", Const(0))
+        end = args[1] if len(args) > 1 else kwargs.get("end_dim", Const(-1))
+        if not (isinstance(start, Const) and type(start.value) is int and 0 <= start.value <= 8) or not (isinstance(end, Const) and end.value == -1):
+            return None
+        node = self._current_node
+        leading = []
+        for i in range(start.value):
+            size = self.dim_of_unknown_rank(tensor, Const(i), node) if node is not None else UNKNOWN
+            if not isinstance(size, SizeValue):
+                return None
+            leading.append(size.expr)
+        return lay.Layout((*leading, sz.anonymous()), None, None)
 
     def _spelled_shape(self: Interpreter, name: str, args: list[Value], kwargs: dict[str, Value]) -> Any:
         """The shape `view`/`reshape` of a tensor of unknown shape spell out, as a layout without

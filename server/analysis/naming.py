@@ -138,7 +138,8 @@ class SizeNames:
             text = self.render_size(item, ctx, cache)
             if text is None and not partial:
                 return None
-            out.append(item if isinstance(item, int) else text)
+            # (a size proved equal to a literal renders as that int, not as the text "8")
+            out.append(item if isinstance(item, int) else int(text) if text is not None and text.isdigit() else text)
         return tuple(out)
 
     def render_condition(self, cond: Condition, ctx: NameContext, cache: dict[Path, Size | None]) -> str | None:

@@ -8,6 +8,8 @@
   tuple of three tensors;
 * `out.view(out.size(0), -1)` of a parameter (only a tensor has `size(0)`): 2 dims, the first
   `out.shape[0]`;
+* `h.flatten(1)` of a tensor of unknown rank: 2 dims (a lower rank raises); the Linear after
+  it proves the second is its in_features;
 * an if/else whose branches give the same rank but other sizes (`(b, 2 * n)`, `(b, n)`) keeps
   the rank and the sizes they agree on: `(b, null)`.
 
@@ -62,6 +64,19 @@ def pick(x, wide):
     return w
 
 
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = self.conv(x)
+        f = h.flatten(1)
+        logits = self.fc(f)
+        return logits
+
+
 def classify(out):
     flat = out.view(out.size(0), -1)
     return flat
@@ -87,6 +102,9 @@ def _entry(ns: dict[str, Any]) -> None:
     plain(torch.randn(3, 6, 6))  # unbatched: a conv takes it
     for wide in (True, False):
         ns["pick"](torch.randn(3, 6), wide)
+    head = ns["Head"]()
+    head(torch.randn(2, 3, 3, 3)).sum().backward()
+    head(torch.randn(5, 3, 3, 3))
     ns["classify"](torch.randn(2, 3, 4))
     ns["classify"](torch.randn(5, 7))
     for shape in ((2, 5, 8), (1, 3, 4)):
@@ -130,3 +148,8 @@ def test_a_spread_shape_gives_the_rank(oracle: realcompare.SnippetOracle) -> Non
 
 def test_a_view_of_a_parameter_spells_its_rank(oracle: realcompare.SnippetOracle) -> None:
     assert (oracle.answer("flat", "classify") or {}).get("shape") == ["out.shape[0]", None]
+
+
+def test_flatten_spells_its_rank(oracle: realcompare.SnippetOracle) -> None:
+    shape = (oracle.answer("f", "forward") or {}).get("shape")
+    assert shape is not None and len(shape) == 2 and shape[1] == 8, shape
