@@ -144,6 +144,15 @@ class UserCallsMixin:
         # A module's forward is followed whenever it is given a tensor: even without sizes, its
         # body's dtypes and grad facts depend on the caller's.
         followed = instance is not None and fn.name == "forward" and any(isinstance(a, TensorFact) for a in given)
+        if followed and not scope.grad_enabled and self.demo_depth > 0:
+            # A forward called under no_grad from a function (`generate`): its grad facts are
+            # the own pass's, stated when autograd is on. What this call records only takes
+            # requires_grad from the file's other calls (interpreter.record).
+            self.no_grad_follow += 1
+            try:
+                return self._follow(fn, instance, args, kwargs, scope, site)
+            finally:
+                self.no_grad_follow -= 1
         if not followed and instance is not None and fn.name == "forward" and any(isinstance(a, Opaque) and len(a.path) == 1 for a in given):
             # The caller's own parameter of unknown rank: the body's layers make a tensor of it,
             # as in the forward's own pass, which already states the body's facts for any input.

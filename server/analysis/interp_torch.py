@@ -122,6 +122,13 @@ class TorchCallsMixin:
             return TensorFact(requires_grad=_parameter_requires_grad(args, kwargs), carries_graph=False)
         if not exact:
             return self._opaque_result(args, kwargs, scope)
+        if prefix == "torch" and leaf in _INDICES_WHATEVER and args and not any(isinstance(a, TensorFact) for a in args):
+            # `torch.multinomial(probs, 1)`, `torch.topk(logits, k)` of a value the analysis lost:
+            # the indices are a new int64 tensor that never needs grad, whatever the input.
+            indices = TensorFact(dtype="int64", requires_grad=False, carries_graph=False, is_view=False, storage_key=self.fresh_storage())
+            if leaf in api.RETURNS_VALUES_INDICES:
+                return SeqValue((TensorFact(is_view=False, storage_key=self.fresh_storage()), indices), api.VALUES_INDICES)
+            return indices
         if prefix == "torch" and leaf in api.FACTORIES:
             return self.factory(leaf, args, kwargs, node, scope)
         if prefix == "torch" and leaf in api.TORCH_FUNCTIONS:
@@ -771,6 +778,10 @@ def _default_factory_dtype(name: str, args: list[Value]) -> str | None:
     if name == "arange":
         return "int64" if all(isinstance(a, Const) and type(a.value) is int for a in args) else "float32"
     return "float32"
+
+
+# torch functions whose result (or its indices) is an int64 tensor whatever they are given.
+_INDICES_WHATEVER = frozenset({"multinomial", "argmax", "argmin", "argsort", "topk", "sort"})
 
 
 def _parameter_requires_grad(args: list[Value], kwargs: dict[str, Value]) -> bool | None:

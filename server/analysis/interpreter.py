@@ -119,6 +119,10 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.demo_depth = 0
         # > 0 while a body runs only to give its caller the exact result: nothing is recorded.
         self.quiet_depth = 0
+        # > 0 inside a forward a function calls under no_grad (`generate`), and the nodes it
+        # reached: other calls' requires_grad there is theirs only.
+        self.no_grad_follow = 0
+        self._no_grad_nodes: set[ast.AST] = set()
         # > 0 inside a body followed from a demo (both runs): its own calls are followed as usual.
         self.demo_followed = 0
         # Module-level classes' __init__, run where the class is defined: run again once the
@@ -195,6 +199,15 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
     def record(self, node: ast.AST, value: Value, scope: Scope | None = None) -> Value:
         if self.quiet_depth:
             return value
+        if self.no_grad_follow:
+            # (see interp_calls.call_concrete) Facts another call recorded here hold for it
+            # only: their requires_grad is not this caller's, unless stated as holding when
+            # autograd is on.
+            self._no_grad_nodes.add(node)
+            old = self.facts.get(node)
+            if node in self._concrete and isinstance(old, TensorFact) and old.requires_grad is not False and old.grad_assumed is None:
+                self.facts[node] = with_fields(old, grad_unknown=True)
+            return value
         if not self._call_stack:
             # The function's own pass: what other callers (another file, a test) get. A
             # concrete call from here states sharper sizes, but not another grad verdict.
@@ -206,7 +219,10 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
                 previous = self._concrete.get(node)
                 joined = previous is not None and previous is not self._outer_site and node in self.facts
                 fact = self._join_call_sites(self.facts[node], value) if joined else value
-                if isinstance(fact, TensorFact) and node in self._own_pass_grad and self._own_pass_grad[node] != fact.requires_grad:
+                if isinstance(fact, TensorFact) and (
+                    (node in self._own_pass_grad and self._own_pass_grad[node] != fact.requires_grad)
+                    or (node in self._no_grad_nodes and fact.requires_grad is not False and fact.grad_assumed is None)
+                ):
                     fact = with_fields(fact, grad_unknown=True)
                 self.facts[node] = fact
                 if self._outer_site is not None:
