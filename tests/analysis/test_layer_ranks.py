@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import torch
 
 from tests.realcode import compare as realcompare
@@ -111,18 +110,7 @@ def _entry(ns: dict[str, Any]) -> None:
         ns["heads"](torch.randn(*shape), 4)
 
 
-@pytest.fixture(scope="module")
-def oracle(tmp_path_factory: pytest.TempPathFactory) -> realcompare.SnippetOracle:
-    return realcompare.snippet_oracle(SOURCE, NAME, _entry, tmp_path_factory.mktemp(NAME))
-
-
-def test_every_probe_ran(oracle: realcompare.SnippetOracle) -> None:
-    assert not oracle.unreached(), oracle.unreached()
-
-
-def test_no_wrong_facts(oracle: realcompare.SnippetOracle) -> None:
-    if oracle.wrong_lines():
-        pytest.fail("wrong facts:\n" + "\n".join(oracle.wrong_lines()), pytrace=False)
+oracle, test_every_probe_ran, test_no_wrong_facts = realcompare.snippet_suite(SOURCE, NAME, _entry)
 
 
 def test_batchnorm2d_proves_four_dims(oracle: realcompare.SnippetOracle) -> None:

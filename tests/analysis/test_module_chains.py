@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 import torch
 
 from stridelens.server.analysis import TensorFact, analyze_source
@@ -200,18 +199,7 @@ def _entry(ns: dict[str, Any]) -> None:
         ns["Conv"](2)(torch.randn(b, 5, 4, 2).permute(0, 3, 1, 2))
 
 
-@pytest.fixture(scope="module")
-def oracle(tmp_path_factory: pytest.TempPathFactory) -> realcompare.SnippetOracle:
-    return realcompare.snippet_oracle(SOURCE, NAME, _entry, tmp_path_factory.mktemp(NAME))
-
-
-def test_every_probe_ran(oracle: realcompare.SnippetOracle) -> None:
-    assert not oracle.unreached(), oracle.unreached()
-
-
-def test_no_wrong_facts(oracle: realcompare.SnippetOracle) -> None:
-    if oracle.wrong_lines():
-        pytest.fail("wrong facts:\n" + "\n".join(oracle.wrong_lines()), pytrace=False)
+oracle, test_every_probe_ran, test_no_wrong_facts = realcompare.snippet_suite(SOURCE, NAME, _entry)
 
 
 def test_the_block_loop_keeps_the_shape(oracle: realcompare.SnippetOracle) -> None:

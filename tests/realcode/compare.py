@@ -191,6 +191,26 @@ class SnippetOracle:
         return wrong_facts_summary([self.report]) if self.report.wrong else []
 
 
+def snippet_suite(source: str, name: str, entry: Callable[[dict[str, Any]], None]) -> tuple[Any, Any, Any]:
+    """The module-scoped `oracle` fixture of a snippet test module, and its two checks that
+    every snippet test has: every probe ran, and no stated fact is wrong. Bind all three at
+    module level: `oracle, test_every_probe_ran, test_no_wrong_facts = snippet_suite(...)`."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def oracle(tmp_path_factory: pytest.TempPathFactory) -> SnippetOracle:
+        return snippet_oracle(source, name, entry, tmp_path_factory.mktemp(name))
+
+    def test_every_probe_ran(oracle: SnippetOracle) -> None:
+        assert not oracle.unreached(), oracle.unreached()
+
+    def test_no_wrong_facts(oracle: SnippetOracle) -> None:
+        if oracle.wrong_lines():
+            pytest.fail("wrong facts:\n" + "\n".join(oracle.wrong_lines()), pytrace=False)
+
+    return oracle, test_every_probe_ran, test_no_wrong_facts
+
+
 def snippet_oracle(source: str, name: str, entry: Callable[[dict[str, Any]], None], folder: Path) -> SnippetOracle:
     """Write `source` as `folder/name.py`, ask the engine about every probe, then run it with
     `entry(namespace)` as the real-code driver runs a verbatim file, and compare."""
