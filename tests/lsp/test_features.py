@@ -418,7 +418,7 @@ async def test_a_file_opened_while_torch_loads_is_analysed_once_of_each_kind(tmp
 
     first, second = tmp_path / "first.py", tmp_path / "second_model.py"
     first.write_text(VIEW, encoding="utf-8")
-    text = generate_model_source(9000)  # a symbolic pass of 3-6 s here (no budget below)
+    text = generate_model_source(14000)  # a symbolic pass of 3-6 s here (no budget below)
     second.write_text(text, encoding="utf-8")
     log = tmp_path / "server.log"
     # Torch is "ready" 1.5 s after its import: the second file is opened in between.
