@@ -211,7 +211,12 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         if not self._call_stack:
             # The function's own pass: what other callers (another file, a test) get. A
             # concrete call from here states sharper sizes, but not another grad verdict.
-            self._own_pass_grad[node] = value.requires_grad if isinstance(value, TensorFact) else None
+            # (A tensor's, or a name's that got none: most nodes are neither, and a dict
+            # write per node was a tenth of `check`.)
+            if isinstance(value, TensorFact):
+                self._own_pass_grad[node] = value.requires_grad
+            elif type(node) is ast.Name:
+                self._own_pass_grad[node] = None
         if isinstance(value, _RECORDED):
             if isinstance(value, TensorFact) and scope is not None:
                 value = self.stated(value, scope)
