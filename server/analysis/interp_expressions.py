@@ -81,7 +81,7 @@ class ExpressionsMixin:
         return value
 
     def expr_Tuple(self: Interpreter, node: ast.Tuple | ast.List, scope: Scope) -> Value:
-        items = []
+        items: list[Value] = []
         for elt in node.elts:
             if isinstance(elt, ast.Starred):
                 spread = self.eval(elt.value, scope)
@@ -502,7 +502,7 @@ class ExpressionsMixin:
                 return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
             if isinstance(receiver, ModuleValue):
                 return self.module_method(receiver, name, args, kwargs)
-            if name in ("append", "extend") and len(args) == 1 and not kwargs and _grown_list(receiver):
+            if name in ("append", "extend") and len(args) == 1 and not kwargs and isinstance(receiver, (SeqValue, ListOf)) and _grown_list(receiver):
                 # `self.layers.append(Block(...))` in a loop: a ModuleList of some Blocks.
                 added = (args[0],) if name == "append" else _items_of(args[0])
                 if added is not None and self._rebind_container(func.value, appended(receiver, added), scope):

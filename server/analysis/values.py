@@ -256,7 +256,9 @@ def _grown_list(v: Value) -> bool:
 
 
 def _list_items(v: Value) -> tuple[Value, ...]:
-    return (v.item,) if isinstance(v, ListOf) else v.items  # type: ignore[union-attr]
+    if isinstance(v, ListOf):
+        return (v.item,)
+    return v.items if isinstance(v, SeqValue) else ()
 
 
 def appended(container: SeqValue | ListOf, items: tuple[Value, ...]) -> ListOf:
