@@ -202,7 +202,7 @@ class UserCallsMixin:
         sizes only compute ints, and following each call of them cost a tenth of `check`.)"""
         known = self._factory_bodies.get(fn)
         if known is None:
-            text = "\n".join(self._lines[fn.lineno - 1 : fn.end_lineno]) if self._lines else ""
+            text = self.text_of(fn) or ""
             known = self._factory_bodies[fn] = _FACTORY_CALL.search(text) is not None
         return known
 

@@ -42,7 +42,9 @@ from stridelens.server.analysis.values import (
     Value,
     appended,
     forget_layout,
+    grown_list,
     join_values,
+    seq_items,
 )
 
 if TYPE_CHECKING:
@@ -479,13 +481,14 @@ class ExpressionsMixin:
                 receiver = self.with_rank(receiver, len(node.args), holder)
                 if holder is not None:
                     self._rebind_in_place(holder, receiver, scope)
+            parameter_sizes = isinstance(receiver, Opaque) and len(receiver.path) == 1 and _sizes_call(name, node)
             if isinstance(receiver, TensorFact) or (
-                (receiver is UNKNOWN or isinstance(receiver, Opaque))
-                and (name in api.TENSOR_ONLY_METHODS or (isinstance(receiver, Opaque) and len(receiver.path) == 1 and _sizes_call(name, node)))
+                (receiver is UNKNOWN or isinstance(receiver, Opaque)) and (name in api.TENSOR_ONLY_METHODS or parameter_sizes)
             ):
                 if isinstance(receiver, TensorFact):
                     tensor = receiver
-                elif isinstance(receiver, Opaque) and len(receiver.path) == 1 and _sizes_call(name, node):
+                elif parameter_sizes:
+                    assert isinstance(receiver, Opaque)
                     tensor = self.opaque_tensor(receiver)  # the parameter: its sizes keep its name
                 else:
                     tensor = TensorFact(storage_key=self.fresh_storage())
@@ -502,9 +505,9 @@ class ExpressionsMixin:
                 return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
             if isinstance(receiver, ModuleValue):
                 return self.module_method(receiver, name, args, kwargs)
-            if name in ("append", "extend") and len(args) == 1 and not kwargs and isinstance(receiver, (SeqValue, ListOf)) and _grown_list(receiver):
+            if name in ("append", "extend") and len(args) == 1 and not kwargs and isinstance(receiver, (SeqValue, ListOf)) and grown_list(receiver):
                 # `self.layers.append(Block(...))` in a loop: a ModuleList of some Blocks.
-                added = (args[0],) if name == "append" else _items_of(args[0])
+                added = (args[0],) if name == "append" else seq_items(args[0])
                 if added is not None and self._rebind_container(func.value, appended(receiver, added), scope):
                     return Const(None)
             if name in _LIST_MUTATORS and isinstance(func.value, ast.Name) and isinstance(receiver, (Const, SeqValue, ListOf)):
@@ -534,8 +537,7 @@ class ExpressionsMixin:
                 method = receiver.cls.methods.get(name)
                 if method is None and name in ("register_buffer", "register_parameter") and len(args) >= 2 and isinstance(args[0], Const) and isinstance(args[0].value, str):
                     # `self.register_buffer("mask", torch.tril(...))`: `self.mask` is that tensor.
-                    old = receiver.cls.attributes.get(args[0].value)
-                    receiver.cls.attributes[args[0].value] = args[1] if old is None else join_values(old, args[1])
+                    self._assign_attribute(receiver, args[0].value, args[1])
                     return Const(None)
                 if method is not None and exact:
                     returned = self.call_concrete(method, receiver, args, kwargs, scope, node)
@@ -660,19 +662,6 @@ def _surely_advanced(index: Value) -> bool:
     if isinstance(index, Const) and isinstance(index.value, list):
         return True
     return isinstance(index, SeqValue) and any(isinstance(i, TensorFact) or (isinstance(i, Const) and isinstance(i.value, list)) for i in index.items)
-
-
-def _grown_list(value: Value) -> bool:
-    return isinstance(value, ListOf) or (isinstance(value, SeqValue) and value.kind == "list")
-
-
-def _items_of(value: Value) -> tuple[Value, ...] | None:
-    """The items `.extend(value)` adds, where the analysis knows them."""
-    if isinstance(value, SeqValue):
-        return value.items
-    if isinstance(value, ListOf):
-        return (value.item,)
-    return None
 
 
 def _copies_layer(func: ast.expr, args: list[Value]) -> bool:

@@ -74,20 +74,23 @@ class StatementsMixin:
         if isinstance(fact, TensorFact) and fact.shape is None and fact.sym is None and fact.meta is None:
             self._rebind_in_place(subject, self.with_rank(fact, rank, subject), scope)
 
-    def _rebind_in_place(self: Interpreter, name: str, fact: TensorFact, scope: Scope) -> None:
+    def _rebind_in_place(self: Interpreter, name: str, value: Value, scope: Scope) -> None:
         holder: Scope | None = scope
         while holder is not None and name not in holder.env:
             holder = holder.parent
-        (holder or scope).env[name] = fact
+        (holder or scope).env[name] = value
+
+    def _assign_attribute(self: Interpreter, owner: InstanceValue, attr: str, value: Value) -> None:
+        """`self.x = value` (or `register_buffer("x", value)`): outside `__init__` too, so the
+        attribute is what every assignment made it."""
+        old = owner.cls.attributes.get(attr)
+        owner.cls.attributes[attr] = value if old is None else join_values(old, value)
 
     def _rebind_container(self: Interpreter, target: ast.expr, value: Value, scope: Scope) -> bool:
         """Make `target` (a name, or `self.attr`) hold `value` where it was bound; False
         where the analysis cannot say which binding it is."""
         if isinstance(target, ast.Name):
-            holder: Scope | None = scope
-            while holder is not None and target.id not in holder.env:
-                holder = holder.parent
-            (holder or scope).env[target.id] = value
+            self._rebind_in_place(target.id, value, scope)
             return True
         if isinstance(target, ast.Attribute):
             owner = self.eval(target.value, scope)
@@ -320,8 +323,7 @@ class StatementsMixin:
                 self.name_size(value, (target.value.id, target.attr))
             if isinstance(owner, InstanceValue):
                 # `self.x = ...` outside __init__ makes the attribute path-dependent.
-                old = owner.cls.attributes.get(target.attr)
-                owner.cls.attributes[target.attr] = value if old is None else join_values(old, value)
+                self._assign_attribute(owner, target.attr, value)
             self.record(target, value)
         elif isinstance(target, ast.Subscript):
             self.eval(target.value, scope)

@@ -45,6 +45,7 @@ from stridelens.server.analysis.values import (
     SizeValue,
     TorchRef,
     Value,
+    seq_items,
 )
 
 if TYPE_CHECKING:
@@ -106,10 +107,10 @@ class TorchCallsMixin:
             # dtype its parameters decide (`call_module`).
             return self.make_module(path, leaf, args, kwargs, False, node)
         if prefix == "torch.nn" and leaf == "Parameter":
+            grad = _parameter_requires_grad(args, kwargs)
             if args and isinstance(args[0], TensorFact):
                 tensor = args[0]
                 meta = tensor.meta
-                grad = _parameter_requires_grad(args, kwargs)
                 if meta is not None and grad is not None:
                     try:
                         param = self._torch().nn.Parameter(meta, requires_grad=grad)
@@ -118,8 +119,8 @@ class TorchCallsMixin:
                         pass
                 # A Parameter is the same storage and layout, as a leaf that requires grad
                 # unless `requires_grad=` says otherwise (a value unknown here: not stated).
-                return with_fields(tensor, requires_grad=_parameter_requires_grad(args, kwargs), carries_graph=False, is_view=False, meta=None)
-            return TensorFact(requires_grad=_parameter_requires_grad(args, kwargs), carries_graph=False)
+                return with_fields(tensor, requires_grad=grad, carries_graph=False, is_view=False, meta=None)
+            return TensorFact(requires_grad=grad, carries_graph=False)
         if not exact:
             return self._opaque_result(args, kwargs, scope)
         if prefix == "torch" and leaf in _INDICES_WHATEVER and args and not any(isinstance(a, TensorFact) for a in args):
@@ -304,8 +305,8 @@ class TorchCallsMixin:
         scalars: list[type] = []
         exact = True
         for operand in operands:
-            items = operand.items if isinstance(operand, SeqValue) else (operand.item,) if isinstance(operand, ListOf) else (operand,)
-            for item in items:
+            items = seq_items(operand)
+            for item in (operand,) if items is None else items:
                 if isinstance(item, TensorFact):
                     tensor_dtypes.append(item.dtype)
                 elif isinstance(item, Const) and isinstance(item.value, (bool, int, float)):

@@ -236,13 +236,9 @@ def join_values(a: Value, b: Value, canon: Callable[[Layout], Layout] | None = N
         return TensorFact()
     if isinstance(a, SeqValue) and isinstance(b, SeqValue) and len(a.items) == len(b.items):
         return SeqValue(tuple(join_values(x, y, canon) for x, y in zip(a.items, b.items, strict=False)), a.kind)
-    if _grown_list(a) and _grown_list(b) and (isinstance(a, ListOf) or isinstance(b, ListOf)):
+    if grown_list(a) and grown_list(b) and (isinstance(a, ListOf) or isinstance(b, ListOf)):
         # A list before and after a loop appended to it: some number of items like these.
-        items = [*_list_items(a), *_list_items(b)]
-        joined = items[0]
-        for item in items[1:]:
-            joined = join_values(joined, item, canon)
-        return ListOf(joined)
+        return appended(a, seq_items(b) or (), canon)  # type: ignore[arg-type]
     try:
         if a == b:
             return a
@@ -251,23 +247,25 @@ def join_values(a: Value, b: Value, canon: Callable[[Layout], Layout] | None = N
     return UNKNOWN
 
 
-def _grown_list(v: Value) -> bool:
+def grown_list(v: Value) -> bool:
+    """A list the code may append to: a list display, or a list of unknown length."""
     return isinstance(v, ListOf) or (isinstance(v, SeqValue) and v.kind == "list")
 
 
-def _list_items(v: Value) -> tuple[Value, ...]:
+def seq_items(v: Value) -> tuple[Value, ...] | None:
+    """The items of a tuple or list the analysis knows (a `ListOf`: its one item), else None."""
     if isinstance(v, ListOf):
         return (v.item,)
-    return v.items if isinstance(v, SeqValue) else ()
+    return v.items if isinstance(v, SeqValue) else None
 
 
-def appended(container: SeqValue | ListOf, items: tuple[Value, ...]) -> ListOf:
+def appended(container: SeqValue | ListOf, items: tuple[Value, ...], canon: Callable[[Layout], Layout] | None = None) -> ListOf:
     """`container` after `.append(item)` / `.extend(items)`, run any number of times (a
     loop's body): a list of unknown length whose items are like all of these."""
-    every = [*_list_items(container), *items]
+    every = [*(seq_items(container) or ()), *items]
     joined = every[0]
     for item in every[1:]:
-        joined = join_values(joined, item)
+        joined = join_values(joined, item, canon)
     return ListOf(joined)
 
 
