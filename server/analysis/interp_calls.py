@@ -323,6 +323,9 @@ class UserCallsMixin:
             return self.record(arg, TensorFact(storage_key=self.fresh_storage()))
         # Unknown, but nameable: a size if the body uses it as one (`n_head=12` too: a caller
         # may pass another value).
+        scalar = _scalar_type(arg.annotation, default)
+        if scalar is not None:
+            self.scalar_params[id(arg)] = scalar
         return Opaque(id(arg), (arg.arg,))
 
     # nn modules --------------------------------------------------------------
@@ -351,6 +354,17 @@ def _positional_after_self(fn: ast.FunctionDef | ast.AsyncFunctionDef, instance:
     if instance is not None and params and not any(_call_name(d) == "staticmethod" for d in fn.decorator_list):
         return params[1:]
     return params
+
+
+def _scalar_type(annotation: ast.expr | None, default: ast.expr | None) -> type | None:
+    """The Python scalar type a parameter holds at every call that type-checks (`eps: float`),
+    or whose default is a float literal (`eps=1e-5`: nobody passes a tensor of other sizes
+    there). An int default alone says nothing: `dim=64` may be given a tensor's size or not."""
+    if isinstance(annotation, ast.Name) and annotation.id in ("int", "float", "bool"):
+        return {"int": int, "float": float, "bool": bool}[annotation.id]
+    if annotation is None and isinstance(default, ast.Constant) and type(default.value) is float:
+        return float
+    return None
 
 
 def _literal(value: Value) -> bool:

@@ -41,6 +41,7 @@ from stridelens.server.analysis.values import (
     ListOf,
     ModuleValue,
     Number,
+    Opaque,
     SeqValue,
     SizeValue,
     TorchRef,
@@ -311,6 +312,8 @@ class TorchCallsMixin:
                     tensor_dtypes.append(item.dtype)
                 elif isinstance(item, Const) and isinstance(item.value, (bool, int, float)):
                     scalars.append(type(item.value))
+                elif isinstance(item, Opaque) and (scalar := self.symops.scalar_type(item)) is not None:
+                    scalars.append(scalar)
                 elif isinstance(item, (SizeValue, Number)) and self.symops.is_number(item):
                     scalars.append(int)
                 elif isinstance(item, TorchRef) and item.path.removeprefix("torch.") in api.DTYPES:
@@ -373,7 +376,7 @@ class TorchCallsMixin:
         tensors = [o for o in operands if isinstance(o, TensorFact)]
         try:
             torch = self._torch()
-            concrete = [rp.to_torch(o) for o in operands]
+            concrete = [rp.to_torch(self._scalar_stand_in(o)) for o in operands]
             with torch.set_grad_enabled(scope.grad_enabled):
                 # Keyed by the operator itself (operator.add, operator.matmul, ...).
                 out = rp.cached_call(("op", fn), concrete, {}, lambda: fn(*concrete))
@@ -388,6 +391,15 @@ class TorchCallsMixin:
         if isinstance(result, TensorFact) and result.is_view and tensors:
             result = with_fields(result, view_of=tensors[0].view_of)
         return result
+
+    def _scalar_stand_in(self: Interpreter, value: Value) -> Value:
+        """A scalar parameter (`eps: float`) as a literal of its type for a replay: an
+        elementwise op's result layout and dtype depend on the scalar's type, not its value."""
+        if isinstance(value, Opaque):
+            scalar = self.symops.scalar_type(value)
+            if scalar is not None:
+                return Const({int: 2, float: 0.5, bool: True}[scalar])
+        return value
 
     def _symbolic_elementwise(self: Interpreter, fn: Any, operands: list[Value], tensors: list[TensorFact], scope: Scope) -> Value | None:
         """`a + b`, `x * 2`, `q @ k` with symbolic sizes."""

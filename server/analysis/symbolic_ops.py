@@ -102,7 +102,13 @@ class SymbolicOps(ModuleOutputs):
             return value.certain or value.expr.atoms() <= self.int_atoms
         if isinstance(value, Const):
             return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+        if isinstance(value, Opaque):
+            return self.scalar_type(value) is not None
         return False
+
+    def scalar_type(self, value: Opaque) -> type | None:
+        """The Python scalar type of a parameter annotated or defaulted as one (`eps: float`)."""
+        return self.interp.scalar_params.get(value.root) if len(value.path) == 1 else None
 
     # ------------------------------------------------------------------ equal sizes
     def canon(self, x: Size, equal: dict[int, Size] | None = None) -> Size:

@@ -114,6 +114,10 @@ TENSOR_ONLY_METHODS = frozenset(
         "movedim", "narrow", "unflatten", "requires_grad_", "retain_grad", "half", "bfloat16",
         "masked_fill", "masked_fill_", "index_select", "softmax", "log_softmax", "is_contiguous",
         "untyped_storage", "data_ptr", "storage_offset", "mT", "backward",
+        # dtype conversions and ops no other common library spells this way (numpy has
+        # `astype`, `clip`; lists and strings have none of these).
+        "float", "double", "long", "type_as", "unbind", "sigmoid", "masked_select", "addcmul",
+        "lerp", "rsqrt", "clamp", "clamp_", "sign_", "mul_", "add_", "div_", "sub_",
     }
 )  # fmt: skip
 
