@@ -74,7 +74,7 @@ _OF_FIRST = frozenset(
     {
         "masked_fill", "index_fill", "scatter", "scatter_add", "scatter_reduce", "index_add",
         "index_copy", "index_put", "gather", "index_select", "take_along_dim", "masked_scatter",
-        "type_as", "new_zeros", "new_ones", "new_empty", "masked_select", "getitem",
+        "new_zeros", "new_ones", "new_empty", "masked_select", "getitem",
         "transpose", "permute", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze",
         "expand", "expand_as", "view_as", "reshape_as", "movedim", "swapaxes", "split",
         "chunk", "unbind", "select", "narrow", "t", "contiguous", "clone", "detach", "repeat",
@@ -84,8 +84,8 @@ _OF_FIRST = frozenset(
     }
 )  # fmt: skip
 
-# Ops whose first operand is not the one that gives the dtype (`F.embedding(idx, weight)`).
-_SECOND = frozenset({"embedding"})
+# Ops whose second tensor operand gives the dtype (`F.embedding(idx, weight)`, `x.type_as(y)`).
+_SECOND = frozenset({"embedding", "type_as"})
 
 
 def _common(dtypes: list[str | None]) -> str | None:

@@ -49,6 +49,16 @@ def floats(x, other, holder):
     mixed = x + other
     unknown = x * holder.weight
     return act, gated, scaled, flat, masked, mixed, unknown
+
+
+def conversions(x, y, eps: float, scale=1e-5):
+    as_float = x.float()
+    as_double = y.double()
+    like_double = as_float.type_as(as_double)
+    like_float = as_double.type_as(as_float)
+    kept = as_float * eps + scale
+    rooted = torch.rsqrt(as_float.pow(2).mean(-1, keepdim=True) + eps)
+    return like_double, like_float, kept, rooted
 """
 
 INTEGERS = ["halved", "floored", "doubled", "rooted", "above", "count", "shifted", "both", "total", "picked"]
@@ -67,6 +77,9 @@ def _entry(ns: dict[str, Any]) -> None:
         ns["floats"](x, torch.randn(2, 3, dtype=torch.float64), _Other())
         with torch.no_grad():
             ns["floats"](x, torch.randn(2, 3, dtype=dtype), _Other())
+    for x, y in ((torch.arange(6).view(2, 3), torch.randn(4, dtype=torch.float16)), (torch.randn(3, 1), torch.ones(2))):
+        ns["conversions"](x, y, 1e-6)
+        ns["conversions"](x, y, 2.0, scale=0.5)
 
 
 oracle, test_every_probe_ran, test_no_wrong_facts = realcompare.snippet_suite(SOURCE, NAME, _entry)
@@ -106,3 +119,15 @@ def test_floating_results_keep_a_known_dtype() -> None:
     }
     for op, real in cases.items():
         assert op_dtype(op, ["float16"], (float,)) == str(real.dtype).removeprefix("torch."), op
+
+
+def test_a_conversion_decides_the_dtype_whatever_the_input(oracle: realcompare.SnippetOracle) -> None:
+    # x is int64 in one run and float32 in another; `eps: float` and `scale=1e-5` are Python
+    # scalars, which never change a floating tensor's dtype.
+    dtypes = {name: (oracle.answer(name, "conversions") or {}).get("dtype") for name in ("as_float", "as_double", "kept", "rooted")}
+    assert dtypes == {"as_float": "float32", "as_double": "float64", "kept": "float32", "rooted": "float32"}
+
+
+def test_type_as_takes_the_dtype_of_its_argument(oracle: realcompare.SnippetOracle) -> None:
+    assert (oracle.answer("like_double", "conversions") or {}).get("dtype") == "float64"
+    assert (oracle.answer("like_float", "conversions") or {}).get("dtype") == "float32"
