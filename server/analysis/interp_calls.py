@@ -251,12 +251,14 @@ class UserCallsMixin:
                 inner.env[param.arg] = self.eval(kw_default, root)
         for param, value in zip(params, args, strict=False):
             inner.env[param.arg] = value
+            self._note_scalar(param, value)
         if spec.vararg is not None:
             inner.env[spec.vararg.arg] = SeqValue(tuple(args[len(params) :]))
-        names = {p.arg for p in [*params, *spec.kwonlyargs]}
+        by_name = {p.arg: p for p in [*params, *spec.kwonlyargs]}
         for name, value in kwargs.items():
-            if name in names:
+            if name in by_name:
                 inner.env[name] = value
+                self._note_scalar(by_name[name], value)
         self._refine_unknown_ranks(fn, inner, [p.arg for p in [*params, *spec.kwonlyargs]])
         for param in [*params, *spec.kwonlyargs]:
             self._name_parameter_sizes(param.arg, inner.env.get(param.arg))
@@ -284,6 +286,14 @@ class UserCallsMixin:
         for other in returned[1:]:
             result = join_values(result, other, self.symops.canon_layout)
         return _unnamed(result)
+
+    def _note_scalar(self: Interpreter, param: ast.arg, value: Value) -> None:
+        """An unknown value passed where the callee's annotation says a Python scalar
+        (`eps: float` given `params.norm_eps`) is one, in the callee and wherever it is kept."""
+        if isinstance(value, Opaque):
+            scalar = _scalar_type(param.annotation, None)
+            if scalar is not None:
+                self.scalar_params.setdefault((value.root, value.path), scalar)
 
     def _refine_unknown_ranks(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, inner: Scope, names: list[str]) -> None:
         """A tensor of unknown shape passed where the body unpacks its shape (`b, t = idx.size()`)
@@ -323,10 +333,11 @@ class UserCallsMixin:
             return self.record(arg, TensorFact(storage_key=self.fresh_storage()))
         # Unknown, but nameable: a size if the body uses it as one (`n_head=12` too: a caller
         # may pass another value).
+        value = Opaque(id(arg), (arg.arg,))
         scalar = _scalar_type(arg.annotation, default)
         if scalar is not None:
-            self.scalar_params[id(arg)] = scalar
-        return Opaque(id(arg), (arg.arg,))
+            self.scalar_params[(value.root, value.path)] = scalar
+        return value
 
     # nn modules --------------------------------------------------------------
     def call_user_module(self: Interpreter, instance: InstanceValue, args: list[Value], scope: Scope) -> Value:

@@ -410,7 +410,7 @@ class TorchCallsMixin:
                 continue
             if isinstance(operand, Const) and isinstance(operand.value, (int, float, bool)):
                 continue
-            if isinstance(operand, (SizeValue, Number)) and self.symops.is_number(operand):
+            if isinstance(operand, (SizeValue, Number, Opaque)) and self.symops.is_number(operand):
                 continue
             return None  # an operand that may be a tensor of some other shape
         if fn is operator.matmul and len(tensors) == 2:

@@ -71,8 +71,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self._snapshots: list[Any] = []
         self._last_names: Any = None  # the names of the last stated fact (interp_sizes)
         self._opaque_tensors: dict[int, TensorFact] = {}
-        # Parameters that hold a Python scalar (`eps: float`), by their Opaque root.
-        self.scalar_params: dict[int, type] = {}
+        # Unknown values that hold a Python scalar (`eps: float`), by Opaque root and path.
+        self.scalar_params: dict[tuple[int, tuple[str, ...]], type] = {}
         self._current_scope: Scope | None = None
         self.replay = replay
         self.deadline = time.monotonic() + budget_s

@@ -108,7 +108,7 @@ class SymbolicOps(ModuleOutputs):
 
     def scalar_type(self, value: Opaque) -> type | None:
         """The Python scalar type of a parameter annotated or defaulted as one (`eps: float`)."""
-        return self.interp.scalar_params.get(value.root) if len(value.path) == 1 else None
+        return self.interp.scalar_params.get((value.root, value.path))  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ equal sizes
     def canon(self, x: Size, equal: dict[int, Size] | None = None) -> Size:
