@@ -167,6 +167,10 @@ class ExpressionsMixin:
         if isinstance(left, Const) and isinstance(right, Const):
             folded = fold_binop(op, left.value, right.value)
             return UNKNOWN if folded is NOT_FOLDED else Const(folded)
+        if isinstance(op, ast.Add) and not inplace:
+            joined = _concatenated(left, right)
+            if joined is not None:
+                return joined  # `x.shape[:-1] + (-1, 2)`
         if not isinstance(left, TensorFact) and not isinstance(right, TensorFact):
             sized = self.size_binop(op, left, right, node)
             if sized is not None:
@@ -205,6 +209,11 @@ class ExpressionsMixin:
     def expr_Compare(self: Interpreter, node: ast.Compare, scope: Scope) -> Value:
         left = self.eval(node.left, scope)
         rights = [self.eval(c, scope) for c in node.comparators]
+        if len(rights) == 1 and isinstance(left, Const) and isinstance(rights[0], Const) and type(node.ops[0]) in _LITERAL_COMPARE:
+            try:
+                return Const(bool(_LITERAL_COMPARE[type(node.ops[0])](left.value, rights[0].value)))
+            except Exception:  # noqa: BLE001 - `None < 1`: not a literal answer
+                return UNKNOWN
         if len(rights) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
             # `val is not None` of a literal, or of a layer or function (never None). Not of a
             # tensor: a join of a tensor and None is still said to be a tensor.
@@ -227,9 +236,16 @@ class ExpressionsMixin:
         return UNKNOWN
 
     def expr_BoolOp(self: Interpreter, node: ast.BoolOp, scope: Scope) -> Value:
-        for value in node.values:
-            self.eval(value, scope)
-        return UNKNOWN
+        values = [self.eval(value, scope) for value in node.values]
+        # Folded where every operand up to the deciding one is a literal (`i == 1 or i == n - 1`
+        # in a comprehension over a shape).
+        stop_on = isinstance(node.op, ast.Or)
+        for value in values:
+            if not isinstance(value, Const):
+                return UNKNOWN
+            if bool(value.value) is stop_on:
+                return value
+        return values[-1]
 
     def expr_Dict(self: Interpreter, node: ast.Dict, scope: Scope) -> Value:
         items: list[tuple[str, Value]] | None = []
@@ -322,6 +338,8 @@ class ExpressionsMixin:
                 return base.items[index.value]
             except IndexError:
                 return UNKNOWN
+        if isinstance(base, SeqValue) and isinstance(index, Const) and isinstance(index.value, slice):
+            return SeqValue(base.items[index.value], base.kind)  # `x.shape[:-1]`
         if isinstance(base, ListOf) and (
             (isinstance(index, Const) and isinstance(index.value, int)) or isinstance(index, (SizeValue, Opaque))
         ):
@@ -613,12 +631,54 @@ class ExpressionsMixin:
                 return Const(len(arg.items))
             if isinstance(arg, Const) and isinstance(arg.value, (tuple, list, str)):
                 return Const(len(arg.value))
+        if name == "enumerate" and len(args) == 1 and not kwargs:
+            items = _sequence_items(args[0])
+            if items is not None:
+                return SeqValue(tuple(SeqValue((Const(i), item)) for i, item in enumerate(items)), "list")
+        if name == "zip" and args and not kwargs:
+            columns = [_sequence_items(a) for a in args]
+            if all(c is not None for c in columns):
+                return SeqValue(tuple(SeqValue(row) for row in zip(*columns, strict=False)), "list")  # type: ignore[misc]
+        if name in ("tuple", "list") and len(args) == 1 and isinstance(args[0], SeqValue):
+            return SeqValue(args[0].items, name)
         if name in ("int", "tuple", "list") and len(args) == 1 and isinstance(args[0], Const):
             try:
                 return Const({"int": int, "tuple": tuple, "list": list}[name](args[0].value))
             except Exception:  # noqa: BLE001
                 return UNKNOWN
         return UNKNOWN
+
+
+# Comparisons folded between literals (`i == 1` in a comprehension over a shape).
+_LITERAL_COMPARE: dict[type, Any] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge,
+}  # fmt: skip
+
+
+def _sequence_items(value: Value) -> tuple[Value, ...] | None:
+    """The items of a tuple or list the analysis knows item by item (a shape, `(q, k, v)`)."""
+    if isinstance(value, SeqValue):
+        return value.items
+    if isinstance(value, Const) and isinstance(value.value, (tuple, list)):
+        return tuple(Const(v) for v in value.value)
+    return None
+
+
+def _concatenated(left: Value, right: Value) -> Value | None:
+    """`a + b` of two tuples (or two lists) known item by item, else None."""
+    kinds = []
+    for side in (left, right):
+        if isinstance(side, SeqValue):
+            kinds.append(side.kind)
+        elif isinstance(side, Const) and isinstance(side.value, (tuple, list)):
+            kinds.append("tuple" if isinstance(side.value, tuple) else "list")
+        else:
+            return None
+    if kinds[0] != kinds[1] or (isinstance(left, Const) and isinstance(right, Const)):
+        return None  # (two literals fold as constants)
+    items = (*(_sequence_items(left) or ()), *(_sequence_items(right) or ()))
+    return SeqValue(items, kinds[0])
 
 
 def _no_view_verdict(value: Value) -> Value:

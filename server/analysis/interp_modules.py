@@ -102,6 +102,9 @@ class ModulesMixin:
     ) -> Value:
         if args and isinstance(args[0], Opaque) and len(args[0].path) == 1:
             args = [self.opaque_tensor(args[0]), *args[1:]]  # `self.conv(x)`: x is a tensor
+        elif args and (args[0] is UNKNOWN or isinstance(args[0], Opaque)) and not module.path.startswith("einops."):
+            # A torch layer raises on anything but a tensor: whatever reached it is one.
+            args = [TensorFact(storage_key=self.fresh_storage()), *args[1:]]
         tensors = [a for a in args if isinstance(a, TensorFact)]
         if not tensors:
             return UNKNOWN

@@ -44,6 +44,7 @@ from stridelens.server.analysis.symbolic_ops import SymbolicOps
 from stridelens.server.analysis.values import (
     UNKNOWN,
     ClassInfo,
+    Const,
     ListOf,
     SeqValue,
     TorchRef,
@@ -271,7 +272,11 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
             if isinstance(iterable, SeqValue) and len(iterable.items) <= 16 and len(node.generators) == 1
             else [self._element_of(iterable)]
         )
+        # Item by item when each item is known and none is filtered out: `[d if i == 1 else 1
+        # for i, d in enumerate(x.shape)]`, `(rearrange(t, ...) for t in (q, k, v))`.
+        exact = isinstance(iterable, SeqValue) and len(items) == len(iterable.items) and len(node.generators) == 1 and not first.ifs and len(elts) == 1
         result: Value | None = None
+        each: list[Value] = []
         for item in items:
             self.bind(first.target, item, inner)
             for gen in node.generators[1:]:
@@ -281,7 +286,12 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
                     self.eval(cond, inner)
             values = [self.eval(e, inner) for e in elts]
             value = values[0] if len(values) == 1 else UNKNOWN
+            each.append(value)
             result = value if result is None else join_values(result, value, self.symops.canon_layout)
+        if exact and isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            if all(isinstance(v, Const) for v in each):
+                return Const([v.value for v in each if isinstance(v, Const)])
+            return SeqValue(tuple(each), "list")
         return ListOf(result) if result is not None and len(elts) == 1 else UNKNOWN
 
     # ------------------------------------------------------------------ events

@@ -518,7 +518,7 @@ class SymbolicOps(ModuleOutputs):
         return self.tensor(out, tensor, view_of_input=True, assumes=tensor.assumes | frozenset(extra), scope=scope)
 
     def _split(self, tensor: TensorFact, layout: Layout, name: str, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
-        dim = self._dim_arg(args, kwargs, 1, "dim", 0)
+        dim = self._dim_arg(args, kwargs, 0 if name == "unbind" else 1, "dim", 0)  # `x.unbind(-1)`
         if dim is None:
             return None
         d = dim % max(layout.ndim, 1)
