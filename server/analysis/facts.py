@@ -176,6 +176,9 @@ class TensorFact:
     # The grad facts hold when autograd is on (a forward whose callers may run it under
     # no_grad): the condition, in the file's names (`"torch.is_grad_enabled()"`), else None.
     grad_assumed: str | None = field(default=None, compare=False)
+    # The view/copy verdict itself holds under `assumes` (a reshape of permuted symbolic
+    # sizes copies unless one is 1): stated only where they can all be written.
+    view_conditional: bool = field(default=False, compare=False)
 
     @property
     def known_layout(self) -> bool:
@@ -261,6 +264,17 @@ class TensorFact:
         return self.contiguous
 
     @property
+    def stated_is_view(self) -> bool | None:
+        """`is_view` as stated to users: a symbolic view/copy verdict holds under the same
+        conditions as the layout (`b != 1` for a merge of permuted dims), so it is stated only
+        where they can be written."""
+        if self.view_conditional and self.meta is None and self.assumes and self.is_view is not None:
+            text = self.layout_text
+            if text is None or not text.layout_ok:
+                return None
+        return self.is_view
+
+    @property
     def stated_carries_graph(self) -> bool:
         """Whether users are told it carries an autograd graph: not where that came from the
         default grad mode, stated or only assumed (`grad_assumed`)."""
@@ -286,7 +300,7 @@ class TensorFact:
             "strides": list(strides) if strides is not None else None,
             "storage_offset": self.display_offset,
             "contiguous": self.stated_contiguous,
-            "is_view": self.is_view,
+            "is_view": self.stated_is_view,
             "view_of": self.view_of,
             "requires_grad": self.stated_requires_grad,
             "notes": self.notes(),

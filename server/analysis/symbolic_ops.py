@@ -500,10 +500,11 @@ class SymbolicOps(ModuleOutputs):
             new = lay.infer_shape(shape, lay.numel(layout.shape))
             outcome = ("copy", lay.contiguous(new))
         if outcome[0] == "view":
-            return self.tensor(outcome[1], tensor, view_of_input=True, assumes=tensor.assumes | flips | divides, scope=scope)
+            viewed = self.tensor(outcome[1], tensor, view_of_input=True, assumes=tensor.assumes | flips | divides, scope=scope)
+            return with_fields(viewed, view_conditional=True)
         result = self.tensor(outcome[1], tensor, view_of_input=False, assumes=shape_conditions(tensor.assumes) | flips, scope=scope)
         self.interp.symbolic_reshape_copies(name, flips | _contiguity_conditions(tensor))
-        return result
+        return with_fields(result, view_conditional=True)
 
     def _squeeze(self, tensor: TensorFact, layout: Layout, dims: tuple[int, ...] | None, scope: Any) -> Value | None:
         targets = range(layout.ndim) if dims is None else [d % max(layout.ndim, 1) for d in dims]

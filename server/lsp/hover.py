@@ -64,9 +64,9 @@ def fact_lines(fact: TensorFact) -> list[str]:
         rows.append(tr("**assumes** {conditions}").format(conditions=tr(", ").join(f"`{a}`" for a in fact.assumes_text)))
     if fact.view_of:
         rows.append(tr("**memory** view of `{base}` — shares its storage").format(base=fact.view_of))
-    elif fact.is_view is True:
+    elif fact.stated_is_view is True:
         rows.append(tr("**memory** a view — shares the storage of another tensor"))
-    elif fact.is_view is False:
+    elif fact.stated_is_view is False:
         rows.append(tr("**memory** a copy — its own storage"))
     if fact.storage_numel is not None:
         elements = ntr("{n} element", "{n} elements", fact.storage_numel).format(n=f"{fact.storage_numel:,}")

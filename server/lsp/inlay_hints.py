@@ -18,9 +18,9 @@ from stridelens.server.lsp.documents import Encoding
 
 def label(fact: TensorFact, mode: str) -> str | None:
     marks = []
-    if fact.contiguous is False or (fact.contiguous is None and fact.permuted_by):
+    if fact.stated_contiguous is False or (fact.stated_contiguous is None and fact.permuted_by):
         marks.append(tr("non-contig"))
-    if fact.view_of or fact.is_view:
+    if fact.view_of or fact.stated_is_view:
         marks.append(tr("view of {base}").format(base=fact.view_of) if fact.view_of else tr("view"))
     shape = fact.display_shape
     if shape is None:

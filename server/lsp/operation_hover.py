@@ -190,9 +190,9 @@ def render_operation(analysis: Analysis, op: Operation, exact: bool) -> str | No
                     "non-contiguous ({layout}); the result has its own storage."
                 ).format(size=_mb(copy.nbytes), who=who, layout=_layout(operand))
             )
-        elif result is not None and result.is_view is True:
+        elif result is not None and result.stated_is_view is True:
             lines.append(tr("`reshape` here returns a view: no copy, it shares `{who}`'s storage.").format(who=who))
-        elif result is not None and result.is_view is False:
+        elif result is not None and result.stated_is_view is False:
             lines.append(tr("`reshape` here copies {size} into a new storage.").format(size=_mb(result.nbytes)))
         else:
             lines.append(
