@@ -53,6 +53,23 @@ if TYPE_CHECKING:
     from stridelens.server.analysis.interpreter import Interpreter
 
 
+# Keyword arguments that torch's signatures type as Python scalars or flags (never a tensor
+# operand, so never a dtype promotion): `dropout_p=self.dropout if self.training else 0.0`.
+_SCALAR_KWARGS = frozenset(
+    {
+        "dim", "keepdim", "dropout_p", "is_causal", "scale", "eps", "p", "training", "inplace",
+        "momentum", "negative_slope", "approximate", "alpha", "beta", "dims",
+        "start_dim", "end_dim", "diagonal", "num_samples", "replacement", "k", "largest",
+        "sorted", "descending", "stable", "correction", "unbiased", "enable_gqa", "threshold",
+    }
+)  # fmt: skip
+
+
+def _operand_kwargs(kwargs: dict[str, Value]) -> list[Value]:
+    """The keyword arguments that may be tensors (and so decide a promotion)."""
+    return [v for k, v in kwargs.items() if k not in _SCALAR_KWARGS]
+
+
 # Ops whose result may be a view of a tensor they allocated (`_base` set), measured on
 # torch 2.13: einsum (a contraction 'bij,jk->bik' or a permutation 'bhqd->bqhd', not
 # 'i,j->ij'), repeat_interleave with an int count, tensordot, bilinear, meshgrid, 1-d pools.
@@ -286,10 +303,10 @@ class TorchCallsMixin:
             self._current_node, self._current_scope = node, scope
             symbolic = self.symops.function(leaf, args, kwargs, scope, functional)
             result = symbolic if symbolic is not None else self._symbolic_new(tensors, scope, leaf)
-            return self._with_op_dtype(result, leaf, [*args, *kwargs.values()])
+            return self._with_op_dtype(result, leaf, [*args, *_operand_kwargs(kwargs)])
         except Exception as err:  # noqa: BLE001
             self._event("replay-error", node, f"{path}: {_first_line(err)}")
-            return self._with_op_dtype(self._symbolic_new(tensors, scope, leaf), leaf, [*args, *kwargs.values()])
+            return self._with_op_dtype(self._symbolic_new(tensors, scope, leaf), leaf, [*args, *_operand_kwargs(kwargs)])
         return self._from_output(out, tensors[0], node, f"{leaf}()")
 
     def _maybe_tensors(self: Interpreter, operands: list[Value]) -> bool:
@@ -457,7 +474,7 @@ class TorchCallsMixin:
             self._current_node, self._current_scope = node, scope
             symbolic = self.symops.method(tensor, name, args, kwargs, scope) if tensor.sym is not None else None
             result = symbolic if symbolic is not None else self._symbolic_method(tensor, name, args, kwargs, scope, line, text)
-            result = self._with_op_dtype(result, name, [tensor, *args, *kwargs.values()])
+            result = self._with_op_dtype(result, name, [tensor, *args, *_operand_kwargs(kwargs)])
         if isinstance(result, TensorFact):
             result = self._annotate(tensor, result, name, text, line)
         elif isinstance(result, SeqValue):
