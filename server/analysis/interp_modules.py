@@ -90,11 +90,15 @@ class ModulesMixin:
         self: Interpreter, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
     ) -> Value:
         result = self._module_output(module, args, kwargs, exact, node, scope)
+        tensors = [a for a in args if isinstance(a, TensorFact)]
+        return self._with_layer_dtype(module, tensors[0] if tensors else None, result)
+
+    def _with_layer_dtype(self: Interpreter, module: ModuleValue, x: TensorFact | None, result: Value) -> Value:
+        """A layer's output with the dtype its parameters give (`_output_dtype`)."""
         if isinstance(result, TensorFact) and result.dtype is None and self.default_dtypes:
-            tensors = [a for a in args if isinstance(a, TensorFact)]
-            dtype = _output_dtype(module, tensors[0] if tensors else None)
+            dtype = _output_dtype(module, x)
             if dtype is not None:
-                result = with_fields(result, dtype=dtype)
+                return with_fields(result, dtype=dtype)
         return result
 
     def _module_output(
@@ -181,7 +185,7 @@ class ModulesMixin:
                 out = self.symops.module(child, [value], {}, scope, None)
                 if out is None:
                     return None
-                value = out
+                value = self._with_layer_dtype(child, value, out)
             return value
         return self.symops.module(module, args, kwargs, scope, _access_path(node.func))
 
@@ -201,7 +205,8 @@ class ModulesMixin:
         if isinstance(layer, InstanceValue):
             return self.call_value(layer, [x], {}, True, node, scope)
         if isinstance(layer, ModuleValue):
-            return self.symops.module(layer, [x], {}, scope, None)
+            out = self.symops.module(layer, [x], {}, scope, None)
+            return None if out is None else self._with_layer_dtype(layer, x, out)
         return None
 
 
@@ -229,4 +234,11 @@ def _output_dtype(module: ModuleValue, x: TensorFact | None) -> str | None:
         return "float32"
     if module.name in _INPUT_DTYPE and x is not None:
         return x.dtype
+    if module.name == "Sequential" and not module.repeated and module.args and all(isinstance(c, ModuleValue) for c in module.args):
+        # Layer by layer (a `Sequential` of the file's own modules is followed instead).
+        dtype = x.dtype if x is not None else None
+        for child in module.args:
+            assert isinstance(child, ModuleValue)
+            dtype = _output_dtype(child, TensorFact(dtype=dtype))
+        return dtype
     return None
