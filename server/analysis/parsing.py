@@ -22,7 +22,11 @@ UNOPENABLE = "/dev/null/<stridelens>"
 @dataclass(frozen=True)
 class BrokenLine:
     line: int  # 1-based
-    message: str
+    message: str  # Python's own words ("'(' was never closed")
+    # Where Python puts the error on that line: 1-based code-point columns, as `SyntaxError`
+    # gives them for text; None where it gives none. They may point one past the line's end.
+    col: int | None = None
+    end_col: int | None = None
 
 
 @dataclass
@@ -57,6 +61,25 @@ def split_lines(source: str) -> list[str]:
     return lines if source else []
 
 
+def _position(err: BaseException, work: list[str]) -> tuple[int, int | None, int | None]:
+    """(1-based line, 1-based column, end column) of a parse error; the end only where it is
+    on the same line and after the start."""
+    lineno = getattr(err, "lineno", None)
+    col = getattr(err, "offset", None)
+    if not lineno:
+        # Python 3.11 gives a NUL byte no position: the first one is where it is.
+        for number, text in enumerate(work, start=1):
+            if "\x00" in text:
+                return number, text.index("\x00") + 1, text.index("\x00") + 2
+        return len(work), None, None
+    end_line, end_col = getattr(err, "end_lineno", None), getattr(err, "end_offset", None)
+    if not isinstance(col, int) or col < 1:
+        return lineno, None, None
+    if end_line != lineno or not isinstance(end_col, int) or end_col <= col:
+        end_col = None
+    return lineno, col, end_col
+
+
 def parse_tolerant(source: str) -> ParseResult:
     lines = split_lines(source)
     broken: list[BrokenLine] = []
@@ -68,12 +91,12 @@ def parse_tolerant(source: str) -> ParseResult:
                 tree = ast.parse("\n".join(work) + "\n", filename=UNOPENABLE)
             return ParseResult(tree, lines, broken)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
-            lineno = getattr(err, "lineno", None) or len(work)
-            index = min(max(lineno, 1), len(work)) - 1 if work else 0
             if not work:
                 break
-            msg = getattr(err, "msg", None) or str(err)
-            broken.append(BrokenLine(index + 1, msg))
+            lineno, col, end_col = _position(err, work)
+            index = min(max(lineno, 1), len(work)) - 1
+            msg = getattr(err, "msg", None) or str(err) or type(err).__name__
+            broken.append(BrokenLine(index + 1, msg, col, end_col))
             end = getattr(err, "end_lineno", None) or lineno
             if end > lineno:  # e.g. an unclosed bracket: blank the whole span
                 for j in range(index + 1, min(end, len(work))):
