@@ -11,9 +11,12 @@ from stridelens.server.analysis.engine import (
     Analysis,
     Explanation,
     SourceError,
+    SourceText,
     analyze_file,
     analyze_source,
+    decode_source,
     read_source,
+    read_source_text,
 )
 from stridelens.server.analysis.facts import Provenance, ReplayEvent, TensorFact
 
@@ -24,8 +27,11 @@ __all__ = [
     "Provenance",
     "ReplayEvent",
     "SourceError",
+    "SourceText",
     "TensorFact",
     "analyze_file",
     "analyze_source",
+    "decode_source",
     "read_source",
+    "read_source_text",
 ]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import codecs
+import io
 import os
 import re
+import tokenize
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,10 +25,39 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
 class SourceError(Exception):
-    """A file that cannot be analysed: missing, unreadable, not UTF-8, too large."""
+    """A file that cannot be analysed: missing, unreadable, not in its encoding, too large."""
+
+
+@dataclass(frozen=True)
+class SourceText:
+    text: str  # without a byte order mark
+    encoding: str  # the codec that writes it back as it was ("utf-8-sig" keeps a BOM)
+
+
+# PEP 263: a comment on line 1 or 2 (line 2 only under a blank or comment line 1), as Python reads it.
+_CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_BLANK_OR_COMMENT = re.compile(rb"^[ \t\f]*(?:[#\r\n]|$)")
+
+
+def _declared_encoding(data: bytes) -> tuple[str, int] | None:
+    """The encoding a coding comment declares, and its line."""
+    lines = data.removeprefix(codecs.BOM_UTF8).split(b"\n", 2)[:2]
+    for number, line in enumerate(lines, start=1):
+        match = _CODING.match(line)
+        if match:
+            return match.group(1).decode("ascii"), number
+        if not _BLANK_OR_COMMENT.match(line):
+            break
+    return None
 
 
 def read_source(path: str) -> str:
+    return read_source_text(path).text
+
+
+def read_source_text(path: str) -> SourceText:
+    """The file's text as Python reads it: in the encoding its coding comment declares (PEP
+    263), else UTF-8, a byte order mark removed. SourceError (one line) when it cannot be."""
     try:
         size = os.path.getsize(path)
         if size > MAX_FILE_BYTES:
@@ -38,15 +70,59 @@ def read_source(path: str) -> str:
         raise SourceError(tr("{path}: is a directory").format(path=path)) from None
     except OSError as err:
         raise SourceError(tr("{path}: cannot read: {error}").format(path=path, error=err.strerror or err)) from None
+    return decode_source(path, data)
+
+
+def decode_source(path: str, data: bytes) -> SourceText:
+    """`data` decoded as Python decodes a source file (`tokenize.detect_encoding`)."""
+    declared = _declared_encoding(data)
+    name, line = declared if declared is not None else ("utf-8", 0)
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError:
+        # An unknown name, a BOM with another encoding, or bytes that are not UTF-8 before the
+        # comment (which Python itself accepts: it reads the comment from the bytes).
+        try:
+            codec = codecs.lookup(name)
+        except LookupError:
+            raise SourceError(
+                tr("{path}: line {line} declares the encoding {encoding!r}, which Python does not know").format(
+                    path=path, line=line, encoding=name
+                )
+            ) from None
+        if data.startswith(codecs.BOM_UTF8) and codec.name != "utf-8":
+            raise SourceError(
+                tr("{path}: starts with a UTF-8 byte order mark, but line {line} declares the encoding {encoding!r}").format(
+                    path=path, line=line, encoding=name
+                )
+            ) from None
+        encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else codec.name
+    try:
+        text = data.decode(encoding)
+    except LookupError:  # `# coding: rot13`: a codec, but not of bytes to text
         raise SourceError(
-            tr("{path}: not valid UTF-8 (byte {byte} at offset {offset})").format(
-                path=path, byte=f"0x{data[err.start]:02x}", offset=err.start
+            tr("{path}: line {line} declares {encoding!r}, which is not a text encoding").format(
+                path=path, line=line, encoding=name
             )
         ) from None
-    return text.removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        start = data.rfind(b"\n", 0, err.start) + 1
+        where = {
+            "path": path,
+            "byte": f"0x{data[err.start]:02x}",
+            "line": data.count(b"\n", 0, err.start) + 1,
+            "col": len(data[start : err.start].decode(encoding, errors="replace")) + 1,
+        }
+        if declared is None:
+            raise SourceError(
+                tr("{path}: not valid UTF-8 (byte {byte} at line {line}, column {col}); a file in another "
+                   "encoding declares it on its first line (PEP 263): `# -*- coding: latin-1 -*-`").format(**where)
+            ) from None
+        raise SourceError(
+            tr("{path}: not valid {encoding}, the encoding declared on line {cookie_line} (byte {byte} at line "
+               "{line}, column {col})").format(encoding=name, cookie_line=line, **where)
+        ) from None
+    return SourceText(text.removeprefix("\ufeff"), encoding)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stridelens import __version__, i18n
@@ -25,14 +25,16 @@ from stridelens.server.analysis import (
     SourceError,
     analyze_source,
     collector,
-    read_source,
+    read_source_text,
 )
+from stridelens.server.analysis.parsing import parse_tolerant
 from stridelens.server.analysis.replay import torch_importable
 from stridelens.server.notebook import (
     NOTEBOOK_SUFFIX,
     NotebookError,
     NotebookProgram,
     finding_in_cell,
+    python_lines,
     read_notebook,
     write_cells,
 )
@@ -133,6 +135,7 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None
     source: str | None = None  # kept when fixes are wanted
+    encoding: str = "utf-8"  # the file's (PEP 263): fixes are written back in it
     replayed: bool = False
     notebook: NotebookProgram | None = None  # findings are in its program's lines until shown
     timed_out: bool = False  # the analysis stopped at its budget: later code has no findings
@@ -158,6 +161,7 @@ def check_file(path: str, settings: Settings) -> FileResult:
     from stridelens.server.rules.gate import needs_replay
 
     notebook: NotebookProgram | None = None
+    encoding = "utf-8"
     if i18n.language() != settings.language:
         i18n.set_language(settings.language)
     try:
@@ -165,7 +169,8 @@ def check_file(path: str, settings: Settings) -> FileResult:
             notebook = read_notebook(path)
             source = notebook.source
         else:
-            source = read_source(path)
+            read = read_source_text(path)
+            source, encoding = read.text, read.encoding
     except (SourceError, NotebookError) as err:
         return FileResult(path, error=str(err))
     budget = settings.budget()
@@ -178,11 +183,32 @@ def check_file(path: str, settings: Settings) -> FileResult:
         findings = run_rules(
             analysis, settings.select, settings.ignore, dict(settings.severity), settings.no_grad_functions
         )
+        if notebook is not None:
+            findings = _cell_syntax_errors(notebook, findings, dict(settings.severity))
     except Exception as err:  # noqa: BLE001 - one bad file must not stop the others
         text = tr("{path}: internal error while analysing: {error}").format(path=path, error=f"{type(err).__name__}: {err}")
         return FileResult(path, error=text)
-    return FileResult(path, findings, source=source if settings.keep_source else None, replayed=replayed,
-                      notebook=notebook, timed_out=analysis.timed_out)
+    return FileResult(path, findings, source=source if settings.keep_source else None, encoding=encoding,
+                      replayed=replayed, notebook=notebook, timed_out=analysis.timed_out)
+
+
+def _cell_syntax_errors(program: NotebookProgram, findings: list[Finding], severity: dict[str, Severity]) -> list[Finding]:
+    """`findings` with the syntax errors of each cell parsed alone, as Jupyter compiles a cell
+    (the errors of the cells joined into one program name that program's lines, and a cell
+    left open would run into the next one). In program lines, like the other findings."""
+    from stridelens.server.rules.syntax import CODE, syntax_findings
+
+    out = [f for f in findings if f.code != CODE]
+    first = 1  # the cell's first line in the program
+    for cell in program.cells:
+        python, _ = python_lines(cell.lines)
+        parsed = parse_tolerant("\n".join(python) + "\n")
+        for f in syntax_findings(program.path, parsed.lines, parsed.broken):
+            level = severity.get(CODE, f.severity)
+            out.append(replace(f, line=f.line + first - 1, end_line=f.end_line + first - 1, severity=level))
+        first += len(cell.lines)
+    out.sort(key=lambda f: (f.line, f.col, f.code, f.end_line, f.end_col))
+    return out
 
 
 def _check_chunk(args: tuple[list[str], Settings]) -> list[FileResult]:
@@ -241,8 +267,9 @@ def _write_fixed(result: FileResult, fixed: str) -> None:
     if result.notebook is not None:
         write_cells(result.notebook, result.notebook.cells_after(fixed))
         return
-    with open(result.path, "w", encoding="utf-8", newline="") as handle:
-        handle.write(fixed)
+    data = fixed.encode(result.encoding)  # before the file is opened: a failure leaves it whole
+    with open(result.path, "wb") as handle:
+        handle.write(data)
 
 
 def _diff_label(side: str, path: str) -> str:
@@ -392,6 +419,7 @@ def _validate_codes(codes: list[str] | None, flag: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from stridelens.server.config import ProjectConfig, load_project_config
+    from stridelens.server.rules import ALWAYS_REPORTED
     from stridelens.server.rules.fixes import apply_fixes
 
     def err(message: str) -> None:
@@ -418,6 +446,10 @@ def run(args: argparse.Namespace) -> int:
         select = config.select
     select = ["SL" if c == "ALL" else c for c in select] if select else None
     all_ignore = [*config.ignore, *(ignore or [])]
+    for code in sorted(ALWAYS_REPORTED):
+        if any(code.startswith(c) for c in all_ignore):
+            err(tr("note: {code} (syntax error) is reported whatever `ignore` says: a file Python cannot parse "
+                   "does not pass").format(code=code))
     settings = Settings(
         select=tuple(select) if select else None,
         ignore=tuple(all_ignore),
@@ -462,6 +494,11 @@ def run(args: argparse.Namespace) -> int:
                 except OSError as error:
                     err(tr("{path}: cannot write fixes: {error}").format(path=result.path, error=error.strerror or error))
                     failed = True
+                except UnicodeEncodeError as error:
+                    err(tr("{path}: cannot write fixes: the fixed text has {char!r}, which its encoding {encoding} "
+                           "cannot hold").format(path=result.path, char=error.object[error.start : error.end],
+                                                 encoding=result.encoding))
+                    failed = True
         if result.notebook is not None:
             program = result.notebook
             remaining = [finding_in_cell(program, f) for f in remaining]
@@ -500,7 +537,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         if findings:
             sys.stdout.write(render_text(findings, sources))
-            fixable = sum(1 for f in findings if f.fix is not None and f.fix.safe)
+            # No fix is applied to a file with a syntax error (its fixed text would not parse).
+            broken = {f.path for f in findings if f.code in ALWAYS_REPORTED}
+            fixable = sum(1 for f in findings if f.fix is not None and f.fix.safe and f.path not in broken)
             summary = ntr("Found {n} finding", "Found {n} findings", len(findings)).format(n=len(findings))
             if fixed_count:
                 summary += tr(" ({n} fixed)").format(n=fixed_count)

@@ -12,6 +12,7 @@ from lsprotocol import types
 from stridelens.i18n import N_, tr
 from stridelens.server.lsp.diagnostics import NOQA, SOURCE, changed_block
 from stridelens.server.lsp.documents import Encoding, split_lines
+from stridelens.server.rules import ALWAYS_REPORTED
 
 FIX_ALL_KIND = "source.fixAll.stridelens"
 FIX_ALL_COMMAND = "stridelens.fixAll"
@@ -108,8 +109,8 @@ def code_actions(
                     )
                 )
             line0 = diag.range.start.line
-            if (line0, code) in suppressed or not 0 <= line0 < len(lines):
-                continue
+            if (line0, code) in suppressed or not 0 <= line0 < len(lines) or code in ALWAYS_REPORTED:
+                continue  # a noqa comment does not silence a syntax error: no action that would not work
             suppressed.add((line0, code))
             actions.append(
                 types.CodeAction(

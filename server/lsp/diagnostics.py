@@ -16,7 +16,7 @@ from lsprotocol import types
 from stridelens.server.analysis import Analysis
 from stridelens.server.lsp.configuration import Settings
 from stridelens.server.lsp.documents import Encoding, lsp_range
-from stridelens.server.rules import ALL_RULES, Finding, Severity, run_rules
+from stridelens.server.rules import ALL_RULES, ALWAYS_REPORTED, Finding, Severity, run_rules
 
 SOURCE = "stridelens"
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
@@ -49,11 +49,12 @@ def suppressed(finding: Finding, lines: list[str]) -> bool:
 
 
 def check(analysis: Analysis, settings: Settings, lines: list[str]) -> list[Finding]:
-    """The rules chosen by the settings, without the findings a `# noqa` silences."""
+    """The rules chosen by the settings, without the findings a `# noqa` silences (a syntax
+    error, SL001, is never silenced)."""
     findings = run_rules(
         analysis, select=settings.select, ignore=settings.ignore, no_grad_functions=settings.no_grad_functions
     )
-    return [f for f in findings if not suppressed(f, lines)]
+    return [f for f in findings if f.code in ALWAYS_REPORTED or not suppressed(f, lines)]
 
 
 def fix_data(finding: Finding, lines: list[str], enc: Encoding) -> dict[str, Any] | None:

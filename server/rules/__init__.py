@@ -14,6 +14,8 @@ from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, 
 from stridelens.server.rules.suppression import filter_suppressed
 
 ALL_RULES: dict[str, Rule] = {}
+# Codes `run_rules` reports whatever `select`, `ignore` and noqa comments say (rules/syntax.py).
+ALWAYS_REPORTED = frozenset({"SL001"})
 
 
 def register(rule: Rule) -> Rule:
@@ -39,7 +41,8 @@ def run_rules(
     severity: Mapping[str, Severity] | None = None,
     no_grad_functions: Iterable[str] = (),
 ) -> list[Finding]:
-    """Findings of the selected rules, `# noqa` applied, sorted by position.
+    """Findings of the selected rules, `# noqa` applied, sorted by position; syntax errors
+    (SL001) always.
 
     `severity` overrides a rule's default severity by code (from `[tool.stridelens.severity]`).
     `no_grad_functions` names functions a framework runs with grad disabled
@@ -48,6 +51,8 @@ def run_rules(
     analysis.no_grad_functions = tuple(no_grad_functions)
     findings: list[Finding] = []
     for rule in selected_rules(select, ignore):
+        if rule.code in ALWAYS_REPORTED:
+            continue
         try:
             found = rule.check(analysis)
         except RecursionError:  # a pathologically deep expression: skip the rule, not the file
@@ -60,12 +65,19 @@ def run_rules(
                 finding = replace(finding, severity=level)
             findings.append(finding)
     findings = filter_suppressed(findings, analysis.lines)
+    # Syntax errors (SL001) whatever `select`, `ignore` and noqa comments say: a file Python refuses
+    # must not pass. A severity override still applies.
+    for code in sorted(ALWAYS_REPORTED):
+        level = severity.get(code) if severity else None
+        for finding in ALL_RULES[code].check(analysis):
+            findings.append(finding if level is None or finding.severity == level else replace(finding, severity=level))
     findings.sort(key=lambda f: (f.line, f.col, f.code, f.end_line, f.end_col))
     return findings
 
 
 __all__ = [
     "ALL_RULES",
+    "ALWAYS_REPORTED",
     "Finding",
     "Fix",
     "Rule",
@@ -89,6 +101,7 @@ from stridelens.server.rules import (  # noqa: E402, F401
     inplace_saved,
     layout,
     requires_grad,
+    syntax,
     training,
     view_pins,
 )

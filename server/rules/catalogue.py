@@ -11,7 +11,7 @@ import sys
 
 from stridelens import i18n
 from stridelens.i18n import N_, tr
-from stridelens.server.rules import ALL_RULES, Rule, Severity
+from stridelens.server.rules import ALL_RULES, ALWAYS_REPORTED, Rule, Severity
 
 START = "<!-- rules:start -->"
 END = "<!-- rules:end -->"
@@ -82,7 +82,9 @@ def render_rule(rule: Rule) -> str:
         tr(
             "Suppress on one line with `# noqa: {code}`; project-wide with "
             '`ignore = ["{code}"]` in `[tool.stridelens]` of pyproject.toml.'
-        ).format(code=rule.code),
+        ).format(code=rule.code)
+        if rule.code not in ALWAYS_REPORTED
+        else tr("Always reported: neither `# noqa` nor `select` or `ignore` hides it."),
     ]
     return "\n".join(lines)
 
