@@ -33,6 +33,7 @@ from stridelens.server.analysis.values import (
     ModuleValue,
     Opaque,
     SeqValue,
+    SizeValue,
     TorchRef,
     Value,
     join_values,
@@ -91,10 +92,35 @@ class ModulesMixin:
     ) -> Value:
         result = self._module_output(module, args, kwargs, exact, node, scope)
         tensors = [a for a in args if isinstance(a, TensorFact)]
+        self._inputs_have_weight_dtype(module, node, scope)
         return self._with_layer_dtype(module, tensors[0] if tensors else None, result)
+
+    def _inputs_have_weight_dtype(self: Interpreter, module: ModuleValue, node: ast.Call, scope: Scope) -> None:
+        """Past `self.proj(x)`, x has the weight's dtype: Linear, Conv and attention raise on an
+        input of another dtype (outside autocast, which a file that never changes dtypes does
+        not enter). The name is rebound with it, so `x + self.proj(x)` knows both sides."""
+        dtype = _output_dtype(module, None) if module.name in _SAME_DTYPE_INPUT and self.default_dtypes else None
+        if dtype is None:
+            return
+        inputs = [*node.args[: 3 if module.name == "MultiheadAttention" else 1], *(k.value for k in node.keywords if k.arg in ("query", "key", "value", "input"))]
+        for expr in inputs:
+            if not isinstance(expr, ast.Name):
+                continue
+            value = scope.lookup(expr.id)
+            if isinstance(value, Opaque) and len(value.path) == 1:
+                value = self.opaque_tensor(value)
+            elif value is not None and _maybe_anything(value):
+                value = TensorFact(storage_key=self.fresh_storage())  # (`q = x + pos` of parameters)
+            if isinstance(value, TensorFact) and value.dtype is None and value.meta is None:
+                self._rebind_in_place(expr.id, with_fields(value, dtype=dtype), scope)
 
     def _with_layer_dtype(self: Interpreter, module: ModuleValue, x: TensorFact | None, result: Value) -> Value:
         """A layer's output with the dtype its parameters give (`_output_dtype`)."""
+        if module.name == "MultiheadAttention" and isinstance(result, SeqValue) and self.default_dtypes:
+            # (output, weights): both of the in-projection's dtype (weights may be None).
+            dtype = _output_dtype(module, None)
+            items = tuple(with_fields(i, dtype=dtype) if isinstance(i, TensorFact) and i.dtype is None else i for i in result.items)
+            return SeqValue(items, result.kind)
         if isinstance(result, TensorFact) and result.dtype is None and self.default_dtypes:
             dtype = _output_dtype(module, x)
             if dtype is not None:
@@ -106,7 +132,7 @@ class ModulesMixin:
     ) -> Value:
         if args and isinstance(args[0], Opaque) and len(args[0].path) == 1:
             args = [self.opaque_tensor(args[0]), *args[1:]]  # `self.conv(x)`: x is a tensor
-        elif args and (args[0] is UNKNOWN or isinstance(args[0], Opaque)) and not module.path.startswith("einops."):
+        elif args and _maybe_anything(args[0]) and not module.path.startswith("einops."):
             # A torch layer raises on anything but a tensor: whatever reached it is one.
             args = [TensorFact(storage_key=self.fresh_storage()), *args[1:]]
         tensors = [a for a in args if isinstance(a, TensorFact)]
@@ -137,6 +163,9 @@ class ModulesMixin:
                     return sym
             if module.built is not False and all(t.storage_key in self.sized_storages for t in tensors):
                 self.sized_storages.add(symbolic.storage_key)  # type: ignore[arg-type]
+            if module.name in _RETURNS_PAIR:
+                # (output, attention weights / hidden state): a tuple, never one tensor.
+                return SeqValue((with_fields(symbolic, is_view=None), UNKNOWN))
             return symbolic
         try:
             torch = self._torch()
@@ -210,6 +239,12 @@ class ModulesMixin:
         return None
 
 
+def _maybe_anything(value: Value) -> bool:
+    """A value the analysis cannot tell from a tensor: unknown, opaque, or arithmetic on
+    parameters that might be sizes (`x + pos`)."""
+    return value is UNKNOWN or isinstance(value, Opaque) or (isinstance(value, SizeValue) and not value.certain)
+
+
 def _fresh_output(module: ModuleValue) -> bool:
     inplace = module.kwargs.get("inplace")
     return module.name in _FRESH_OUTPUT and not (isinstance(inplace, Const) and inplace.value is True)
@@ -220,6 +255,11 @@ def _fresh_output(module: ModuleValue) -> bool:
 _WEIGHT_DTYPE = frozenset(
     {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Embedding", "EmbeddingBag"}
 )
+# Layers that return a pair: MultiheadAttention (output, weights), the RNNs (output, state).
+_RETURNS_PAIR = frozenset({"MultiheadAttention", "LSTM", "GRU", "RNN"})
+# Layers whose input must have their weight's dtype (F.linear, the convolutions, attention's
+# in-projection); not Embedding (integer indices).
+_SAME_DTYPE_INPUT = frozenset({"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MultiheadAttention"})
 # Layers whose output has their input's dtype (norms run mixed float32 weights on a half input).
 _INPUT_DTYPE = _FRESH_OUTPUT - _WEIGHT_DTYPE | _MAY_RETURN_INPUT | {"Flatten", "Unflatten", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
 
@@ -227,7 +267,7 @@ _INPUT_DTYPE = _FRESH_OUTPUT - _WEIGHT_DTYPE | _MAY_RETURN_INPUT | {"Flatten", "
 def _output_dtype(module: ModuleValue, x: TensorFact | None) -> str | None:
     """The dtype of a layer's output where the file never changes dtypes (its parameters are
     float32, torch's default): the weight's for Linear/Conv/Embedding, the input's otherwise."""
-    if module.name in _WEIGHT_DTYPE:
+    if module.name in _WEIGHT_DTYPE or (module.name == "MultiheadAttention" and x is None):
         asked = module.kwargs.get("dtype")
         if asked is not None:
             return api.DTYPES.get(asked.path.removeprefix("torch.")) if isinstance(asked, TorchRef) else None
