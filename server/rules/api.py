@@ -11,7 +11,9 @@ from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     attr_name_range,
     call_from_attr_range,
+    dotted,
     enclosing,
+    guarding_tests,
     index_of,
     is_tensor_expr,
     make_finding,
@@ -94,21 +96,51 @@ def _holds_tensors(analysis: Analysis, data: ast.expr, call: ast.Call) -> bool:
     return False
 
 
-def _type_checked(analysis: Analysis, call: ast.Call, data: ast.expr) -> bool:
-    """Inside an `if` that tests `isinstance(<data...>, torch.Tensor)`: the code already
-    handles tensors on its other branch (timm's naflex collate)."""
-    names = {n.id for n in walk(data) if isinstance(n, ast.Name)}
+def _type_test_names(analysis: Analysis, test: ast.expr) -> set[str]:
+    """The names whose tensor-ness `test` checks: `isinstance(x, torch.Tensor)` (or a tuple
+    of types naming a Tensor), `torch.is_tensor(x)`, under any `not` / `and` / `or`."""
+    names: set[str] = set()
+    for sub in walk(test):
+        if not isinstance(sub, ast.Call) or len(sub.args) < 1:
+            continue
+        func = sub.func
+        if isinstance(func, ast.Name) and func.id == "isinstance" and len(sub.args) == 2:
+            if "Tensor" not in segment(analysis, sub.args[1]):
+                continue
+        elif torch_path(analysis, func) != "torch.is_tensor" and dotted(func) not in ("torch.is_tensor", "is_tensor"):
+            continue
+        names |= {n.id for n in walk(sub.args[0]) if isinstance(n, ast.Name)}
+    return names
+
+
+def _rebound_between(analysis: Analysis, call: ast.Call, names: set[str], after: int) -> bool:
+    """One of `names` is assigned after line `after` and before `call`'s line (in its scope)."""
     index = index_of(analysis)
-    node: ast.AST | None = index.parents.get(call)
-    while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        if isinstance(node, (ast.If, ast.IfExp)):
-            for sub in walk(node.test):
-                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "isinstance" and len(sub.args) == 2:
-                    checked = {n.id for n in walk(sub.args[0]) if isinstance(n, ast.Name)}
-                    kind = segment(analysis, sub.args[1])
-                    if checked & names and "Tensor" in kind:
-                        return True
-        node = index.parents.get(node)
+    scope = enclosing(index, call, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    body = scope.body if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else analysis.tree.body
+    for node in walk_body(body if isinstance(body, list) else []):
+        line = getattr(node, "lineno", 0)
+        if after < line < call.lineno and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
+            return True
+    return False
+
+
+def _type_checked(analysis: Analysis, call: ast.Call, data: ast.expr) -> bool:
+    """The call runs on one side of a test of whether `<data...>` is a tensor: inside an
+    `if` / conditional expression on `isinstance(..., torch.Tensor)` or `torch.is_tensor(...)`
+    (either branch, negated or not), or after an `if` on one that returns early. The code
+    already tells tensors from other data there (timm's naflex collate; `if not
+    torch.is_tensor(t): t = torch.tensor(t)`)."""
+    names = {n.id for n in walk(data) if isinstance(n, ast.Name)}
+    if not names:
+        return False
+    for test, early in guarding_tests(index_of(analysis), call):
+        checked = _type_test_names(analysis, test) & names
+        if not checked:
+            continue
+        if early is not None and _rebound_between(analysis, call, checked, early.end_lineno or early.lineno):
+            continue  # `if is_tensor(t): return t` ... `t = [a, b]` ... `torch.tensor(t)`
+        return True
     return False
 
 
@@ -154,8 +186,12 @@ SL210 = register(
             "or a comprehension of them, a variable whose items the analysis knows are tensors, "
             "or a list built with `.append(...)` of them. Tensors are what the analysis knows, "
             "`torch.*` results (`torch.count_nonzero(...)`) and a model output's `.loss` / "
-            "`.logits`. Silent inside an `if` that tests `isinstance(<data>, torch.Tensor)`: "
-            "the other branch handles tensors.",
+            "`.logits`. Silent where the code tests whether the data is a tensor: inside an `if` "
+            "or conditional expression on `isinstance(<data>, torch.Tensor)` (also a tuple of "
+            "types naming a Tensor) or `torch.is_tensor(<data>)`, in either branch and under "
+            "`not`, and after such an `if` that returns (or raises, `continue`s, `break`s) "
+            "early, unless `<data>` is rebound in between: the code already tells tensors "
+            "from other data there, and which branch a value takes is not what the rule proves.",
             why="`torch.tensor` treats its argument as nested Python data: for one-element "
             "tensors it converts each to a Python number (dropping the graph: the result has "
             "`requires_grad=False`, with only a UserWarning), for larger ones it raises. It is "
