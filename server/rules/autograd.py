@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import replace
 
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
+from stridelens.server.analysis.values import (
+    ClassInfo,
+    Const,
+    FunctionValue,
+    InstanceValue,
+    ModuleValue,
+    Number,
+    SizeValue,
+    TorchRef,
+)
 from stridelens.server.rules import grad_mode, register
 from stridelens.server.rules._helpers import (
+    BLOCK_STATEMENTS,
     LOOP_NODES,
     PARAM_ATTRS,
     SCOPE_NODES,
@@ -19,6 +31,7 @@ from stridelens.server.rules._helpers import (
     enclosing,
     enclosing_scope,
     enclosing_stmt,
+    guarding_tests,
     index_of,
     is_backward_call,
     is_inplace_method,
@@ -35,6 +48,7 @@ from stridelens.server.rules._helpers import (
     walk,
     walk_body,
     walk_scope,
+    walk_statements,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
 
@@ -143,6 +157,160 @@ def _is_loss(analysis: Analysis, value: ast.expr) -> bool:
     return isinstance(value, ast.Name) and "loss" in value.id.lower()
 
 
+# Methods whose result carries no autograd graph, and builtins that make a Python number.
+_GRAPH_CUTS = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
+_NUMBER_BUILTINS = frozenset({"float", "int", "bool", "len", "round"})
+# Methods whose result is the receiver's tensor or a view/copy of it with no tensor saved
+# for backward (the graph above it is the receiver's).
+_ALIAS_METHODS = frozenset(
+    {"view", "view_as", "reshape", "reshape_as", "squeeze", "unsqueeze", "flatten", "transpose", "permute", "t",
+     "expand", "expand_as", "narrow", "select", "contiguous", "clone", "to", "float", "half", "double", "bfloat16",
+     "cpu", "cuda", "unflatten", "movedim"}
+)  # fmt: skip
+# Methods whose arguments are sizes, dims, devices or dtypes (or a tensor read for its shape).
+_SIZE_ARG_METHODS = frozenset(
+    {"repeat", "expand_as", "view_as", "reshape_as", "type", "type_as", "new_zeros", "new_ones", "new_empty",
+     "new_full", "size", "chunk", "split", "sum", "mean", "amax", "amin", "max", "min", "softmax", "log_softmax",
+     "argmax", "argmin", "norm", "std", "var", "roll", "flip", "repeat_interleave"}
+)  # fmt: skip
+_NOT_DATA = (TorchRef, ModuleValue, InstanceValue, ClassInfo, FunctionValue, Const, SizeValue, Number)
+
+
+def graph_names(analysis: Analysis, expr: ast.AST) -> list[ast.Name]:
+    """The names whose autograd graph may flow into `expr`'s value: not under `.detach()`,
+    `.item()`, `.tolist()`, `.data` or `float(...)`, not a callee (`model` of `model(x)`,
+    `self.fc` of `self.fc(x)`), not a module, class or torch name."""
+    found: list[ast.Name] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Name):
+            if not isinstance(analysis.values.get(node), _NOT_DATA):
+                found.append(node)
+            return
+        if isinstance(node, (ast.Constant, ast.JoinedStr)):
+            return
+        if isinstance(node, ast.Attribute):
+            if node.attr != "data":
+                visit(node.value)
+            return
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _GRAPH_CUTS:
+                return
+            if isinstance(func, ast.Name) and func.id in _NUMBER_BUILTINS:
+                return
+            if isinstance(func, ast.Attribute) and isinstance(func.value, (ast.Name, ast.Subscript, ast.Call)):
+                visit(func.value)  # `out.sum()`, `outs[0].mean()`: a method of a value
+                if func.attr in _ALIAS_METHODS or func.attr in _SIZE_ARG_METHODS:
+                    return  # `x.to(device)`, `x.view(b, -1)`, `x.expand_as(y)`: no graph in the arguments
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                visit(arg)
+            return
+        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(expr)
+    return found
+
+
+def _retains(call: ast.Call) -> bool:
+    """A backward call that keeps the graph's saved tensors (`retain_graph=` anything but a
+    literal False/None, or `create_graph=True`)."""
+    for kw in call.keywords:
+        if kw.arg in ("retain_graph", "create_graph"):
+            if not (isinstance(kw.value, ast.Constant) and kw.value.value in (False, None)):
+                return True
+    return False
+
+
+def _alias_root(expr: ast.expr) -> ast.Name | None:
+    """`logits` of `logits[:1]`, `h.view(b, -1)`, `out.detach`-free chains of views and
+    copies that save no tensor for backward; None for anything computed further."""
+    node = expr
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ALIAS_METHODS:
+            node = node.func.value
+        else:
+            break
+    return node if isinstance(node, ast.Name) else None
+
+
+Binding = tuple[str, int]  # a name and the statement that bound it (0: before the loop)
+
+
+class _IterationFlow:
+    """What one pass of a loop body computes from what, in statement order: for each name,
+    the statement that last bound it and the bindings its value was computed from; for each
+    backward, the bindings its graph runs through."""
+
+    def __init__(self, analysis: Analysis, loop: ast.AST, watch: ast.stmt | None = None) -> None:
+        self.analysis = analysis
+        self.binding: dict[str, int] = {}
+        self.deps: dict[Binding, frozenset[Binding]] = {}
+        self.backwards: list[tuple[ast.Call, frozenset[Binding]]] = []
+        self.at_watch: dict[str, int] = {}
+        self._watch = watch
+        for stmt in walk_statements(getattr(loop, "body", [])):
+            self._statement(stmt)
+
+    def sources(self, expr: ast.AST) -> frozenset[Binding]:
+        out: set[Binding] = set()
+        for name in graph_names(self.analysis, expr):
+            key = (name.id, self.binding.get(name.id, 0))
+            out.add(key)
+            out |= self.deps.get(key, frozenset())
+        return frozenset(out)
+
+    def _bind(self, target: ast.AST, stmt: ast.AST, sources: frozenset[Binding]) -> None:
+        for node in walk(target):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.binding[node.id] = id(stmt)
+                self.deps[(node.id, id(stmt))] = sources
+
+    def _statement(self, stmt: ast.stmt) -> None:
+        if stmt is self._watch:
+            self.at_watch = dict(self.binding)
+        headers: list[ast.AST]
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            headers = [stmt.iter]
+        elif isinstance(stmt, (ast.If, ast.While)):
+            headers = [stmt.test]
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            headers = [item.context_expr for item in stmt.items]
+        elif isinstance(stmt, (*BLOCK_STATEMENTS, *SCOPE_NODES)):
+            headers = []
+        else:
+            headers = [stmt]
+        for header in headers:
+            for node in [header, *walk_scope(header)]:
+                if is_backward_call(node) and not _retains(node):  # type: ignore[arg-type]
+                    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    self.backwards.append((node, self.sources(node.func.value)))
+        if isinstance(stmt, ast.Assign):
+            sources = self.sources(stmt.value)
+            for target in stmt.targets:
+                self._bind(target, stmt, sources)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            self._bind(stmt.target, stmt, self.sources(stmt.value))
+        elif isinstance(stmt, ast.AugAssign):
+            self._bind(stmt.target, stmt, self.sources(stmt.value) | self.sources(stmt.target))
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self._bind(stmt.target, stmt, self.sources(stmt.iter))
+
+    def reaching(self, root: ast.Name) -> ast.Call | None:
+        """The first backward of the pass whose graph runs through `root` as it was bound
+        at the watched statement."""
+        key = (root.id, self.at_watch.get(root.id, 0))
+        for call, sources in self.backwards:
+            if key in sources:
+                return call
+        return None
+
+
 def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
@@ -171,6 +339,7 @@ def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
                 continue  # `running_loss = 0` every logging interval: nothing outlives the reset
             seen.add(node)
             freed = _backwarded_here(value, backwarded)
+            backward_lines = sorted(c.lineno for c in index.backward_calls_in(loop))
             fix_text, fix_title = ".detach()", tr("Store `.detach()` (no graph)")
             fact = analysis.fact_of(value)
             if (how == "accumulates" and fact is not None and fact.shape == ()) or (how == "accumulates" and isinstance(value, ast.Name) and "loss" in value.id.lower()):
@@ -181,18 +350,38 @@ def check_graph_kept_alive(analysis: Analysis) -> list[Finding]:
                 if how == "keeps"
                 else tr("`{value}` carries an autograd graph and `{container}` accumulates it across loop iterations")
             ).format(value=short(segment(analysis, value)), container=container)
+            value_text = short(segment(analysis, value))
             if freed:
                 message = tr(
                     "{subject}: backward already freed each graph's saved tensors, but every "
                     "iteration's grad_fn nodes and 0-d loss stay alive, a slow host-memory leak; "
                     "store `{fix}` instead"
                 ).format(subject=subject, fix=fix_text)
-            else:
+            elif not backward_lines:
                 message = tr(
                     "{subject}, and no backward runs on it: every iteration's whole graph, with the "
                     "activations it saved, stays alive, so memory grows by a forward's activations "
                     "per step; store `{fix}` instead"
                 ).format(subject=subject, fix=fix_text)
+            else:
+                flow = _IterationFlow(analysis, loop, node)
+                root = _alias_root(value)
+                reached = flow.reaching(root) if root is not None else None
+                if reached is not None:
+                    freed = True
+                    message = tr(
+                        "{subject}: the backward at line {line} runs through its graph and frees the "
+                        "tensors that graph saved, but every iteration's `{value}` (with all of its "
+                        "storage) and the graph's grad_fn nodes stay alive: a slow host-memory leak; "
+                        "store `{fix}` instead"
+                    ).format(subject=subject, line=reached.lineno, value=value_text, fix=fix_text)
+                else:
+                    message = tr(
+                        "{subject}: the backward at line {line} frees the saved tensors only of the "
+                        "graph it runs through, so whatever of this graph it does not reach keeps its "
+                        "saved tensors, and every iteration's grad_fn nodes stay alive; store `{fix}` "
+                        "instead"
+                    ).format(subject=subject, line=backward_lines[0], fix=fix_text)
             finding = make_finding(analysis, SL201, node_range(analysis, node), message, fix)
             out.append(replace(finding, severity=Severity.INFORMATION) if freed else finding)
     return out
@@ -259,15 +448,30 @@ def _storing(
                 if isinstance(stmt.value, ast.Name):
                     return container, stmt.value, "keeps"
             return None
-        # avg = 0.9 * avg + 0.1 * loss
+        # avg = 0.9 * avg + 0.1 * loss (not `total = total + loss.detach()`: no graph)
         if isinstance(target, ast.Name) and isinstance(stmt.value, ast.BinOp) and target.id not in backwarded:
             mentions = [n for n in walk(stmt.value) if isinstance(n, ast.Name)]
-            if any(n.id == target.id for n in mentions):
-                for n in mentions:
-                    if n.id != target.id and _carries_graph(analysis, n, backwarded):
-                        if _bound_before(target.id, loop, stmt, index.parents):
+            if any(n.id == target.id for n in mentions) and _bound_before(target.id, loop, stmt, index.parents):
+                for operand in _operands(stmt.value):
+                    if isinstance(operand, ast.Name) and operand.id == target.id:
+                        continue
+                    if _carries_graph(analysis, operand, backwarded):
+                        return target.id, operand, "accumulates"
+                    fact = analysis.fact_of(operand)
+                    if fact is not None and (fact.carries_graph is False or fact.requires_grad is False):
+                        continue
+                    for n in graph_names(analysis, operand):
+                        if n.id != target.id and _carries_graph(analysis, n, backwarded):
                             return target.id, n, "accumulates"
     return None
+
+
+def _operands(expr: ast.expr) -> list[ast.expr]:
+    """The terms and factors of a `+ - * /` expression (`0.9 * avg + 0.1 * loss`: 0.9, avg,
+    0.1, loss)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+        return [*_operands(expr.left), *_operands(expr.right)]
+    return [expr]
 
 
 SL201 = register(
@@ -285,10 +489,18 @@ SL201 = register(
             "without `no_grad`). Silent: code under `torch.no_grad()`; an accumulator or list "
             "reset anywhere in the loop (`running_loss = 0` every logging interval, "
             "`window.clear()`), since nothing outlives the reset; loops that later call "
-            "`backward()` on the accumulated value (accumulation on purpose). A warning when no "
-            "backward runs on the stored tensor (the whole graph and its activations stay); "
-            "information when backward ran on it in the same iteration (its saved tensors are "
-            "freed, and only the grad_fn nodes and 0-d losses stay: a slow host-memory leak).",
+            "`backward()` on the accumulated value (accumulation on purpose); values with no "
+            "graph: `.detach()`, `.item()`, `.tolist()` or `float(...)` of the loss (`total = "
+            "total + loss.detach()`, `avg = 0.9 * avg + 0.1 * loss.item()`). The message says "
+            "what stays alive, and the severity follows it: information when backward runs, in "
+            "the same iteration (before or after the store), on the stored tensor or through the "
+            "tensor it is a view or copy of (`history.append(logits[:1])` where the iteration's "
+            "`loss` was computed from `logits`): that backward freed the tensors the graph saved, "
+            "and what stays is the stored tensor with its storage and the graph's grad_fn nodes, "
+            "a slow host-memory leak; a warning when a backward runs in the iteration but is not "
+            "shown to reach the stored tensor (the part of its graph it does not reach keeps its "
+            "saved tensors), and when no backward runs on it at all (the whole graph and the "
+            "activations it saved stay).",
             why="A tensor with a `grad_fn` keeps its whole graph alive, and the graph keeps the "
             "activations it saved. Storing one per iteration grows memory every step until the "
             "process runs out: the classic slow OOM of a training loop.",
@@ -314,6 +526,120 @@ def _in_custom_backward(analysis: Analysis, call: ast.Call) -> bool:
     return isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and "backward" in scope.name
 
 
+def _graph_roots(analysis: Analysis, call: ast.Call) -> ast.expr | None:
+    """What the retaining call runs backward from: the receiver of `.backward()`, the
+    `outputs` / `tensors` of `torch.autograd.grad` / `torch.autograd.backward`."""
+    if is_backward_call(call):
+        assert isinstance(call.func, ast.Attribute)
+        return call.func.value
+    if call.args:
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg in ("outputs", "tensors")), None)
+
+
+def _scope_ancestry(analysis: Analysis, body: list[ast.stmt]) -> dict[str, set[str]]:
+    """For each name assigned in `body` (outside nested functions), every name its values
+    were computed from, transitively (flow-insensitive: any assignment counts). A loop's
+    target is a fresh value each iteration (`for x, y in loader`), computed from nothing."""
+    direct: dict[str, set[str]] = {}
+    for stmt in walk_statements(body):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+            sources = {n.id for n in graph_names(analysis, stmt.value)}
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                for node in walk(target):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        direct.setdefault(node.id, set()).update(sources)
+    closed: dict[str, set[str]] = {}
+    for name in direct:
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            current = todo.pop()
+            for source in direct.get(current, ()):
+                if source not in seen:
+                    seen.add(source)
+                    todo.append(source)
+        closed[name] = seen
+    return closed
+
+
+def _graph_of(names: set[str], ancestry: dict[str, set[str]]) -> set[str]:
+    out = set(names)
+    for name in names:
+        out |= ancestry.get(name, set())
+    return out
+
+
+def _graph_used_again(analysis: Analysis, call: ast.Call) -> bool:
+    """Whether the graph `call` retains may be run through again: another backward or
+    `autograd.grad` later in the function (or anywhere in a loop around the call) shares a
+    value with it (the same loss or outputs, a value computed from them, or the forward both
+    came from); the call sits in a loop and its graph was built before the loop; the graph
+    came from the caller (the function's parameters); or a value of it is returned."""
+    index = index_of(analysis)
+    root = _graph_roots(analysis, call)
+    if root is None:
+        return True  # nothing to follow: unknown
+    scope = enclosing_scope(index, call)
+    body = scope.body if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else analysis.tree.body
+    if not isinstance(body, list):
+        return True  # a lambda
+    roots = {n.id for n in graph_names(analysis, root)}
+    if not roots:
+        return not isinstance(root, (ast.Call, ast.BinOp, ast.Subscript))  # `self.loss`: unknown
+    params: set[str] = set()
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = scope.args
+        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a is not None}
+    ancestry = _scope_ancestry(analysis, body)
+    if roots & params and not any(name in ancestry for name in roots & params):
+        return True  # `calculate_adaptive_weight(self, nll_loss, ...)`: the caller's graph
+    graph = _graph_of(roots, ancestry)
+    loops = []
+    parent = index.parents.get(call)
+    while parent is not None and parent is not scope:
+        if isinstance(parent, LOOP_NODES):
+            loops.append(parent)
+        parent = index.parents.get(parent)
+    for loop in loops:
+        if isinstance(loop, (ast.For, ast.AsyncFor)) and roots & {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}:
+            return True  # `for loss in losses`: items of one collection, maybe of one graph
+        inside = {n.id for n in [loop, *walk_scope(loop)] if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        if graph - inside:
+            return True  # built before the loop: each iteration runs through it again
+    end = (call.end_lineno or call.lineno, call.end_col_offset or 0)
+    for other in [*index.by_name.get("backward", ()), *index.by_name.get("grad", ())]:
+        if other is call or enclosing_scope(index, other) is not scope:
+            continue
+        if not (is_backward_call(other) or _is_autograd_grad(analysis, other)):
+            continue
+        later = (other.lineno, other.col_offset) >= end or any(_inside(index, other, loop) for loop in loops)
+        if not later:
+            continue
+        other_root = _graph_roots(analysis, other)
+        if other_root is None:
+            return True
+        other_names = {n.id for n in graph_names(analysis, other_root)}
+        if _graph_of(other_names, ancestry) & graph:
+            return True
+    derived = {name for name, sources in ancestry.items() if sources & roots} | roots
+    for node in walk_body(body):
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None:
+            if (node.lineno, node.col_offset) >= end and {n.id for n in graph_names(analysis, node.value)} & derived:
+                return True  # the caller may run backward through it
+    return False
+
+
+def _inside(index: Index, node: ast.AST, outer: ast.AST) -> bool:
+    parent = index.parents.get(node)
+    while parent is not None:
+        if parent is outer:
+            return True
+        parent = index.parents.get(parent)
+    return False
+
+
 def check_retain_graph(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
@@ -323,9 +649,14 @@ def check_retain_graph(analysis: Analysis) -> list[Finding]:
         kw = keyword_true(call, "retain_graph")
         if kw is None or _in_custom_backward(analysis, call):
             continue
+        if keyword_true(call, "create_graph") is not None:
+            continue  # a double backward (gradient penalty): the graph of the gradient is wanted
+        if _graph_used_again(analysis, call):
+            continue
         message = tr(
-            "`retain_graph=True` keeps every tensor the graph saved alive after backward; it is "
-            "rarely needed (a second backward through the same graph) and often hides a bug"
+            "`retain_graph=True` keeps every tensor the graph saved alive after backward, and "
+            "nothing after it runs through that graph again; drop it (a second backward through "
+            "the same graph is the only reason for it)"
         )
         out.append(make_finding(analysis, SL202, node_range(analysis, kw), message))
     return out
@@ -339,16 +670,29 @@ SL202 = register(
         summary="`retain_graph=True` in `backward` / `autograd.grad`",
         doc=RuleDoc(
             what="Flags `retain_graph=True` passed to `.backward()`, `torch.autograd.backward` or "
-            "`torch.autograd.grad`, except inside a hand-written backward (a function whose name "
-            "contains `backward`, such as the `backward_pass` of reversible layers), where "
+            "`torch.autograd.grad` when nothing after it runs through that graph again. Silent "
+            "when the graph may be used again: another `backward()` / `autograd.grad` later in "
+            "the function (or anywhere in a loop around the call) starts from the same loss or "
+            "outputs, from a value computed from them, or from a value of the same forward (the "
+            "adaptive loss weight of VQGAN-style training: `autograd.grad(nll_loss, last_layer, "
+            "retain_graph=True)` then `(nll_loss + w * g_loss).backward()`; two losses of one "
+            "output); the call is in a loop and its graph was built before the loop (heads on a "
+            "shared trunk) or is an item of the loop's collection (`for loss in losses`); the "
+            "losses are the function's own parameters (the caller's graph: "
+            "`calculate_adaptive_weight(nll_loss, g_loss, last_layer)`); a value of the graph is "
+            "returned or yielded afterwards; `create_graph=True` is given (a double backward, "
+            "such as a gradient penalty); and inside a hand-written backward (a function whose "
+            "name contains `backward`, such as the `backward_pass` of reversible layers), where "
             "several backwards through one graph are the design.",
             why="Backward normally frees the tensors the graph saved as soon as it has used them. "
             "`retain_graph=True` keeps them all alive until the graph itself dies; it is often "
             "added to silence the 'backward through the graph a second time' error, which hides "
             "the real bug (a graph reused across iterations) and grows memory.",
-            example="loss.backward(retain_graph=True)  # SL202",
-            fix="Recompute the forward for each backward, or sum the losses and call backward "
-            "once. Keep it only for a genuine double backward, with `# noqa: SL202`.",
+            example="for x, y in loader:\n    loss = criterion(model(x), y)\n"
+            "    loss.backward(retain_graph=True)  # SL202\n    optimizer.step()",
+            fix="Drop it: nothing runs through the graph again. Where a second backward the rule "
+            "cannot see needs it (the caller backwards through a returned graph), keep it with "
+            "`# noqa: SL202`.",
         ),
         check=check_retain_graph,
     )
@@ -635,6 +979,37 @@ _ANOMALY_SET = ("torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mod
 _ANOMALY_CTX = ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly")
 
 
+# Words of a debug switch, and the roots of configuration objects (`args.debug`,
+# `config.detect_anomaly`, `cfg.TRAIN.CHECK_NAN`, `os.environ.get("DEBUG")`).
+_FLAG_WORDS = re.compile(r"debug|anomal|detect|sanity|check|verbose|flag|strict|profil|diagnos", re.IGNORECASE)
+_CONFIG_ROOTS = frozenset(
+    {"args", "arguments", "opt", "opts", "options", "config", "cfg", "conf", "configs", "hparams", "hp", "flags",
+     "FLAGS", "settings", "params", "environ", "getenv", "cli", "parsed"}
+)  # fmt: skip
+
+
+def _flag_condition(test: ast.expr) -> bool:
+    """`test` reads a configuration value or a debug switch: a name or attribute path with a
+    word like debug / anomaly / check in it, rooted at args / config / cfg / opt / flags /
+    os.environ, or any part of it so rooted."""
+    for node in walk(test):
+        path = dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+        if path is None:
+            continue
+        parts = path.split(".")
+        if any(part in _CONFIG_ROOTS or part.lower() in _CONFIG_ROOTS for part in parts):
+            return True
+        if _FLAG_WORDS.search(path):
+            return True
+    return False
+
+
+def _flag_guarded(analysis: Analysis, call: ast.Call) -> bool:
+    """Under a condition on a configuration value or debug flag (`if args.debug:`, `with
+    detect_anomaly() if cfg.anomaly else nullcontext():`), or after an early exit on one."""
+    return any(_flag_condition(test) for test, _ in guarding_tests(index_of(analysis), call))
+
+
 def check_anomaly_detection(analysis: Analysis) -> list[Finding]:
     out: list[Finding] = []
     index = index_of(analysis)
@@ -643,9 +1018,11 @@ def check_anomaly_detection(analysis: Analysis) -> list[Finding]:
         if path in _ANOMALY_SET:
             flag = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "mode"), None)
             if not (isinstance(flag, ast.Constant) and flag.value is True):
-                continue
+                continue  # `set_detect_anomaly(args.detect_anomaly)`: the flag decides
         elif path not in _ANOMALY_CTX:
             continue
+        if _flag_guarded(analysis, call):
+            continue  # the rule's own advice: behind a debug flag
         stmt = enclosing_stmt(index, call)
         fix = None
         if isinstance(stmt, ast.Expr) and stmt.value is call:
@@ -695,7 +1072,15 @@ SL207 = register(
         summary="`set_detect_anomaly(True)` / `detect_anomaly()` left in code",
         doc=RuleDoc(
             what="Flags `torch.autograd.set_detect_anomaly(True)` and `torch.autograd.detect_anomaly()` "
-            "(as a call, context manager or decorator), whatever the import alias.",
+            "(as a call, context manager or decorator), whatever the import alias. Silent when "
+            "the flag is not the literal True (`set_detect_anomaly(args.detect_anomaly)`), and "
+            "when the call runs under a condition on a configuration value or debug flag, which "
+            "is this rule's own advice: an `if` or conditional expression (or an earlier `if` "
+            "that returns early) testing a name or attribute rooted at `args`, `config`, `cfg`, "
+            "`opt`, `flags`, `hparams`, `settings` or `os.environ`, or one whose name says debug, "
+            "anomaly, detect, check, verbose, strict or flag (`if config.detect_anomaly:`, `if "
+            "args.debug:`, `if os.environ.get('ANOMALY'):`). A module-level call, or one under "
+            "`if __name__ == '__main__':` or another condition, is still flagged.",
             why="Anomaly mode records a Python traceback for every op in the forward and checks "
             "every backward result for NaN: useful to find where a NaN came from, a large "
             "slowdown (2.2x measured on a small CPU loop) when left on.",
