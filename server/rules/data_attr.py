@@ -20,6 +20,7 @@ from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
     SCOPE_NODES,
+    Index,
     dot_attr_range,
     enclosing,
     enclosing_stmt,
@@ -31,13 +32,14 @@ from stridelens.server.rules._helpers import (
     make_finding,
     replace_range,
     torch_alias,
+    torch_path,
 )
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
 from stridelens.server.rules.grad_mode import GradMode, mode_at
 
 # Functions that run once, outside training: init, load/convert/export, re-parameterise.
 _SETUP_FUNCTION = re.compile(
-    r"(^__init__$|init|load|convert|checkpoint|state_dict|pretrained|remap|filter_fn|reparam|fuse|"
+    r"(^__init__$|init|reset|load|convert|checkpoint|state_dict|pretrained|remap|filter_fn|reparam|fuse|"
     r"^_?(tie|resize|prune|quantize|merge|switch_to_deploy|deploy|export|copy_weights|transfer))",
     re.IGNORECASE,
 )
@@ -47,6 +49,30 @@ _RUNTIME_FUNCTION = re.compile(
     re.IGNORECASE,
 )
 _FORWARD_FUNCTION = re.compile(r"forward|__call__", re.IGNORECASE)
+# Functions that drive a training loop: what runs before their loop is set-up.
+_DRIVER_FUNCTION = re.compile(r"(^train|^fit$|_epoch$)", re.IGNORECASE)
+# What reads only a tensor's metadata: `p.data.shape`, `p.data.size()`, `p.data.device`.
+_METADATA_ATTRS = frozenset(
+    {"shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "is_quantized", "is_meta", "layout", "names",
+     "itemsize", "nbytes", "requires_grad", "is_leaf"}
+)  # fmt: skip
+_METADATA_METHODS = frozenset(
+    {"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride", "storage_offset", "is_contiguous",
+     "get_device", "data_ptr", "is_floating_point", "is_complex", "is_pinned"}
+)  # fmt: skip
+# Methods whose result shares no storage with the tensor (a Python value, a copy, a
+# reduction or a comparison): no later write can reach it, and since `.data` needs no grad no
+# graph saves anything of it.
+_FRESH_VALUE_METHODS = frozenset(
+    {"item", "tolist", "clone", "norm", "sum", "mean", "max", "min", "amax", "amin", "std", "var", "abs", "sign",
+     "ne", "eq", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "any", "all", "count_nonzero", "argmax",
+     "argmin", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "sqrt", "square", "pow", "exp",
+     "log", "neg"}
+)  # fmt: skip
+# Functions of a tensor that read only its metadata (`torch.zeros_like(p.data)`), or give a
+# Python value.
+_METADATA_FUNCTIONS = frozenset({"len", "isinstance", "type", "id", "float", "int", "bool", "hash"})
+
 # Reads whose `.detach()` replacement computes the same thing (nothing can write through it).
 _PURE_READ_METHODS = frozenset(
     {"item", "tolist", "cpu", "numpy", "clone", "norm", "abs", "sum", "mean", "max", "min", "float",
@@ -84,6 +110,51 @@ def _pure_read(parents: dict[ast.AST, ast.AST], node: ast.Attribute) -> bool:
     return False
 
 
+def harmless_read(analysis: Analysis, parents: dict[ast.AST, ast.AST], node: ast.Attribute) -> bool:
+    """A read of `x.data` that `.detach()` would not change in any way: only metadata is read
+    (`.shape`, `.size()`, `torch.zeros_like(x.data)`), or the value read is a Python value, a
+    copy, a reduction or a comparison of it: nothing aliases the storage afterwards, so no
+    write can go unchecked through it."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.Compare):
+        return True
+    if isinstance(parent, ast.Attribute):
+        if parent.attr in _METADATA_ATTRS:
+            return True
+        call = parents.get(parent)
+        return (
+            isinstance(call, ast.Call)
+            and call.func is parent
+            and (parent.attr in _METADATA_METHODS or parent.attr in _FRESH_VALUE_METHODS)
+        )
+    if isinstance(parent, ast.Call) and node in parent.args:
+        path = torch_path(analysis, parent.func)
+        if path is not None and path.startswith("torch.") and path.endswith("_like"):
+            return True  # `torch.zeros_like(p.data)`: a new tensor of its shape
+        return isinstance(parent.func, ast.Name) and parent.func.id in _METADATA_FUNCTIONS
+    return False
+
+
+def _before_training_loop(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef, node: ast.AST) -> bool:
+    """In a driver function (`train`, `fit`), a statement outside its training loops and
+    before the first one: set-up (`m.weight.data.normal_(0, 0.02)` before the epochs)."""
+    index = index_of(analysis)
+    loops = [loop for loop in index.loops if enclosing(index, loop, SCOPE_NODES) is fn and loop_trains(index, loop)]
+    if not loops:
+        return False
+    first = min(loop.lineno for loop in loops)
+    return getattr(node, "lineno", 0) < first and all(not _contains(index, loop, node) for loop in loops)
+
+
+def _contains(index: Index, outer: ast.AST, node: ast.AST) -> bool:
+    parent = index.parents.get(node)
+    while parent is not None:
+        if parent is outer:
+            return True
+        parent = index.parents.get(parent)
+    return False
+
+
 def _function_of(analysis: Analysis, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     scope = enclosing(index_of(analysis), node, SCOPE_NODES)
     return scope if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
@@ -104,6 +175,8 @@ def runtime_path(analysis: Analysis, node: ast.AST) -> str | None:
             return None
         outer = _function_of(analysis, outer)
     if _RUNTIME_FUNCTION.search(fn.name):
+        if _DRIVER_FUNCTION.search(fn.name) and _before_training_loop(analysis, fn, node):
+            return None
         return f"in `{fn.name}`"
     return "in the training loop" if _in_training_loop(analysis, node) else None
 
@@ -175,6 +248,8 @@ def check_data_attr(analysis: Analysis) -> list[Finding]:
         # Forward code: a graph will use the value (warning). Else an update between steps.
         in_forward = bool(_FORWARD_FUNCTION.search(where_run))
         use = data_use(index.parents, attr)
+        if use == "read" and harmless_read(analysis, index.parents, attr):
+            continue  # metadata, a copy or a Python value: `.detach()` would change nothing
         if use == "assign" and not (isinstance(stmt, ast.Assign) and _same_layout(analysis, attr.value, stmt.value)):
             continue  # a swap to another shape/dtype: `.data =` is the only spelling
         where = dot_attr_range(analysis, attr)
@@ -239,7 +314,13 @@ SL204 = register(
         severity=Severity.WARNING,
         summary="`.data` on a tensor in forward, step, update or training code with grad on",
         doc=RuleDoc(
-            what="Flags `.data` on something the analysis knows is a tensor or parameter (a "
+            what="What it promises: a finding only where `.data` behaves differently from "
+            "`.detach()` / `torch.no_grad()` in a way that can change results unnoticed: an "
+            "in-place write through `.data` (autograd's version check never sees it), or a read "
+            "whose result still shares the tensor's storage (kept in a name, an operand or "
+            "argument a graph may save), which a later in-place write, through either, changes "
+            "unchecked. "
+            "Flags `.data` on something the analysis knows is a tensor or parameter (a "
             "tensor fact, `.weight`/`.bias`/`.grad`, a loop over `parameters()`, "
             "`named_parameters()`, `buffers()`, `state_dict().items()`, an optimizer's "
             "`group[\"params\"]` or a `zip` of those, `state_dict()[k]`) when all of these hold: "
@@ -251,9 +332,18 @@ SL204 = register(
             "(blocks, decorators, `stack.enter_context(...)`), not in a function only called "
             "under no_grad, not in a framework hook that runs without grad; "
             "(3) it is not setup code: nothing inside a function named like init, load, convert, "
-            "checkpoint, state_dict, pretrained, remap, reparam, fuse, tie/resize/prune/export; "
+            "checkpoint, state_dict, pretrained, remap, reparam, fuse, reset "
+            "(`reset_parameters`), tie/resize/prune/export, and nothing in a `train*` / `fit` / "
+            "`*_epoch` function before and outside its training loops (weight init before the "
+            "epochs); "
             "(4) for `x.data = y`: only when `y` is known to have `x`'s shape and dtype. A swap "
-            "to another shape or dtype has no safe replacement and is left alone. A warning "
+            "to another shape or dtype has no safe replacement and is left alone; "
+            "(5) for a read: not one that only reads metadata (`.shape`, `.dtype`, `.device`, "
+            "`.size()`, `.dim()`, `.numel()`, `len(...)`, `torch.zeros_like(p.data)` and the "
+            "other `*_like` factories, `p.data.new_zeros(...)`), nor one whose result shares no "
+            "storage with the tensor (`.item()`, `.tolist()`, `.clone()`, reductions such as "
+            "`.norm()` / `.sum()`, comparisons): nothing aliases the storage afterwards, so "
+            "nothing can be hidden. A warning "
             "in forward code, where a graph will use the value; information in step, update "
             "and training-loop code (EMA updates, hand-written SGD), where the cost is a check "
             "autograd cannot make.",
@@ -262,7 +352,7 @@ SL204 = register(
             "gradients are computed from the changed value. `.detach()` shares storage too but "
             "makes such a bug raise at backward instead.",
             example="def forward(self, x):\n    w = self.weight.data  # SL204\n    return x @ w",
-            fix="For reads consumed on the spot (an argument, an operand, `.item()`), `.detach()` "
+            fix="For reads consumed on the spot (an argument, an operand), `.detach()` "
             "(the quick fix; none is offered where the result is kept and could be written "
             "later). For in-place updates, do them on the tensor itself inside `with "
             "torch.no_grad():` (the quick fix wraps the statement).",
