@@ -250,15 +250,13 @@ class UserCallsMixin:
             if kw_default is not None:
                 inner.env[param.arg] = self.eval(kw_default, root)
         for param, value in zip(params, args, strict=False):
-            inner.env[param.arg] = value
-            self._note_scalar(param, value)
+            inner.env[param.arg] = self._note_scalar(param, value)
         if spec.vararg is not None:
             inner.env[spec.vararg.arg] = SeqValue(tuple(args[len(params) :]))
         by_name = {p.arg: p for p in [*params, *spec.kwonlyargs]}
         for name, value in kwargs.items():
             if name in by_name:
-                inner.env[name] = value
-                self._note_scalar(by_name[name], value)
+                inner.env[name] = self._note_scalar(by_name[name], value)
         self._refine_unknown_ranks(fn, inner, [p.arg for p in [*params, *spec.kwonlyargs]])
         for param in [*params, *spec.kwonlyargs]:
             self._name_parameter_sizes(param.arg, inner.env.get(param.arg))
@@ -287,13 +285,18 @@ class UserCallsMixin:
             result = join_values(result, other, self.symops.canon_layout)
         return _unnamed(result)
 
-    def _note_scalar(self: Interpreter, param: ast.arg, value: Value) -> None:
-        """An unknown value passed where the callee's annotation says a Python scalar
-        (`eps: float` given `params.norm_eps`) is one, in the callee and wherever it is kept."""
+    def _note_scalar(self: Interpreter, param: ast.arg, value: Value) -> Value:
+        """The argument as the callee sees it: an unknown value passed where the callee's
+        annotation says a Python scalar (`eps: float` given `params.norm_eps`) is one, in the
+        callee and wherever it is kept; a size expression passed as `dim: int` is an int."""
+        scalar = _scalar_type(param.annotation, None)
+        if scalar is None:
+            return value
         if isinstance(value, Opaque):
-            scalar = _scalar_type(param.annotation, None)
-            if scalar is not None:
-                self.scalar_params.setdefault((value.root, value.path), scalar)
+            self.scalar_params.setdefault((value.root, value.path), scalar)
+        elif isinstance(value, SizeValue) and not value.certain and scalar is int:
+            return SizeValue(value.expr, True, value.conditions)
+        return value
 
     def _refine_unknown_ranks(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, inner: Scope, names: list[str]) -> None:
         """A tensor of unknown shape passed where the body unpacks its shape (`b, t = idx.size()`)

@@ -571,7 +571,7 @@ class TorchCallsMixin:
         dtypes = {_dtype_of(a) for a in dtype_args}
         dtype = dtypes.pop() if len(dtypes) == 1 else (tensor.dtype if not dtype_args else None)
         if dtype is None or tensor.sym is None:
-            return self._symbolic_copy(tensor, device, scope)
+            return self._symbolic_copy(tensor, device, scope, dtype)
         moved = device is not None and tensor.device is not None and device != tensor.device
         copies = moved or (tensor.dtype is not None and tensor.dtype != dtype)
         if not copies and tensor.dtype == dtype and device == tensor.device:
@@ -597,11 +597,20 @@ class TorchCallsMixin:
             carries_graph=grad if copies else None,
         )
 
-    def _symbolic_copy(self: Interpreter, tensor: TensorFact, device: str | None, scope: Scope) -> TensorFact:
+    def _symbolic_copy(self: Interpreter, tensor: TensorFact, device: str | None, scope: Scope, dtype: str | None = None) -> TensorFact:
+        """`.to(...)` of a tensor of unknown sizes: the tensor itself or a copy of it. Either way
+        it requires grad as the input does where that is known (a copy under no_grad does not)."""
+        grad: bool | None = None
+        if tensor.requires_grad is False or (dtype is not None and not dtype.startswith(("float", "bfloat", "complex"))):
+            grad = False
+        elif tensor.requires_grad is True and scope.grad_enabled:
+            grad = True
         return TensorFact(
             device=device,
+            dtype=dtype,
             storage_key=None,
-            carries_graph=((tensor.carries_graph or tensor.requires_grad) and scope.grad_enabled) or None,
+            requires_grad=grad,
+            carries_graph=False if grad is False else (((tensor.carries_graph or tensor.requires_grad) and scope.grad_enabled) or None),
         )
 
     def _replay_method(
@@ -674,6 +683,11 @@ class TorchCallsMixin:
             requires_grad=tensor.requires_grad if scope.grad_enabled else False,
             carries_graph=tensor.carries_graph if scope.grad_enabled else False,
         )
+        if not scope.grad_enabled and (name in api.VIEW_METHODS or name in ("chunk", "split", "tensor_split", "unbind")):
+            # Under no_grad a view of a tensor that requires grad still requires it (no grad_fn).
+            base = with_fields(base, requires_grad=tensor.requires_grad)
+        elif not scope.grad_enabled and (name in api.MAYBE_COPY or name == "contiguous") and tensor.requires_grad is not False:
+            base = with_fields(base, requires_grad=None)  # the tensor itself, or a copy that does not
         if name in ("chunk", "split", "tensor_split", "unbind"):
             item = with_fields(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of)
             count = args[0] if args else None

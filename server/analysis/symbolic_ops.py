@@ -221,6 +221,12 @@ class SymbolicOps(ModuleOutputs):
         else:
             all_ints, strides_int = True, layout.strides is not None
         requires = self.grad_of(inputs, scope) if grad == "inherit" else grad
+        graph = requires
+        if grad == "inherit" and scope.grad_enabled is False and view_of_input is not False:
+            # Under no_grad a view of a tensor that requires grad requires it too (no grad_fn);
+            # what may be a view or a copy is known only where the input needs no grad.
+            requires = like.requires_grad if view_of_input else (False if like.requires_grad is False else None)
+            graph = False
         if view_of_input:
             storage, is_view, view_of = like.storage_key, True, like.view_of
         elif view_of_input is False:
@@ -241,7 +247,7 @@ class SymbolicOps(ModuleOutputs):
             view_of=view_of,
             storage_key=storage,
             requires_grad=requires if isinstance(requires, bool) or requires is None else None,  # type: ignore[arg-type]
-            carries_graph=requires if isinstance(requires, bool) or requires is None else None,  # type: ignore[arg-type]
+            carries_graph=graph if isinstance(graph, bool) or graph is None else None,  # type: ignore[arg-type]
             permuted_by=like.permuted_by if view_of_input else None,
             detached_from=like.detached_from if view_of_input else None,
             sym=layout,
