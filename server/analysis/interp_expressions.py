@@ -499,9 +499,10 @@ class ExpressionsMixin:
                 receiver = self.with_rank(receiver, len(node.args), holder)
                 if holder is not None:
                     self._rebind_in_place(holder, receiver, scope)
-            parameter_sizes = isinstance(receiver, Opaque) and len(receiver.path) == 1 and _sizes_call(name, node)
+            parameter_sizes = isinstance(receiver, Opaque) and len(receiver.path) == 1 and (_sizes_call(name, node) or _shape_view(name, args, kwargs))
             if isinstance(receiver, TensorFact) or (
-                (receiver is UNKNOWN or isinstance(receiver, Opaque)) and (name in api.TENSOR_ONLY_METHODS or parameter_sizes)
+                (receiver is UNKNOWN or isinstance(receiver, Opaque))
+                and (name in api.TENSOR_ONLY_METHODS or parameter_sizes or _dtype_cast(name, args, kwargs))
             ):
                 if isinstance(receiver, TensorFact):
                     tensor = receiver
@@ -732,6 +733,20 @@ def _copies_layer(func: ast.expr, args: list[Value]) -> bool:
         and len(args) == 1
         and isinstance(args[0], (InstanceValue, ModuleValue))
     )
+
+
+def _shape_view(name: str, args: list[Value], kwargs: dict[str, Value]) -> bool:
+    """`x.view(shape)` given a tuple or list of sizes (numpy's `view` takes a dtype)."""
+    if name != "view" or len(args) != 1 or kwargs:
+        return False
+    items = _sequence_items(args[0])
+    return items is not None and len(items) > 0 and all(isinstance(i, (Const, SizeValue)) and not isinstance(getattr(i, "value", 0), (str, float)) for i in items)
+
+
+def _dtype_cast(name: str, args: list[Value], kwargs: dict[str, Value]) -> bool:
+    """`x.type(torch.float32)`: a tensor's (numpy arrays have no `type` method; `module.to(dtype)`
+    is a module's, so `.to` is not taken as a tensor's)."""
+    return name == "type" and len(args) == 1 and not kwargs and isinstance(args[0], TorchRef) and args[0].path.removeprefix("torch.") in api.DTYPES
 
 
 def _sizes_call(name: str, node: ast.Call) -> bool:

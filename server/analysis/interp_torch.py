@@ -731,6 +731,9 @@ class TorchCallsMixin:
             return with_fields(base, is_view=False, storage_key=self.fresh_storage(), contiguous=tensor.contiguous, permuted_by=tensor.permuted_by)
         if name in api.CAST_METHODS:
             return with_fields(base, dtype=api.CAST_METHODS[name])
+        if name == "type" and len(args) == 1 and isinstance(args[0], TorchRef):
+            # `x.type(torch.float32)`: x itself where it has that dtype already, else a copy.
+            return with_fields(base, dtype=api.DTYPES.get(args[0].path.removeprefix("torch.")))
         if name == "type_as" and args and isinstance(args[0], TensorFact):
             # The tensor itself where the dtypes agree (no `_base` verdict either way).
             if tensor.dtype is not None and tensor.dtype == args[0].dtype:

@@ -59,6 +59,11 @@ def conversions(x, y, eps: float, scale=1e-5):
     kept = as_float * eps + scale
     rooted = torch.rsqrt(as_float.pow(2).mean(-1, keepdim=True) + eps)
     return like_double, like_float, kept, rooted
+
+
+def retyped(x):
+    typed = x.type(torch.float32)
+    return typed
 """
 
 INTEGERS = ["halved", "floored", "doubled", "rooted", "above", "count", "shifted", "both", "total", "picked"]
@@ -80,6 +85,8 @@ def _entry(ns: dict[str, Any]) -> None:
     for x, y in ((torch.arange(6).view(2, 3), torch.randn(4, dtype=torch.float16)), (torch.randn(3, 1), torch.ones(2))):
         ns["conversions"](x, y, 1e-6)
         ns["conversions"](x, y, 2.0, scale=0.5)
+    ns["retyped"](torch.randn(2, 3).t())  # float32 already: x itself, a view
+    ns["retyped"](torch.arange(4))  # a copy
 
 
 oracle, test_every_probe_ran, test_no_wrong_facts = realcompare.snippet_suite(SOURCE, NAME, _entry)
@@ -131,3 +138,9 @@ def test_a_conversion_decides_the_dtype_whatever_the_input(oracle: realcompare.S
 def test_type_as_takes_the_dtype_of_its_argument(oracle: realcompare.SnippetOracle) -> None:
     assert (oracle.answer("like_double", "conversions") or {}).get("dtype") == "float64"
     assert (oracle.answer("like_float", "conversions") or {}).get("dtype") == "float32"
+
+
+def test_type_to_a_dtype_is_that_dtype_and_maybe_the_tensor_itself(oracle: realcompare.SnippetOracle) -> None:
+    typed = oracle.answer("typed", "retyped") or {}
+    assert typed.get("dtype") == "float32"
+    assert typed.get("is_view") is None  # the transposed input is returned as it is
