@@ -166,8 +166,13 @@ def summary_line(t: Any, user_ns: dict[str, Any] | None = None) -> str:
     if not t.is_contiguous():
         parts.append(tr("non-contiguous"))
     if t._base is not None:
-        name = probe_describe._base_name(t, naming_namespace(user_ns)) if user_ns is not None else None
-        parts.append(tr("view of {name}").format(name=name) if name else tr("view of an unnamed tensor"))
+        name, sharer = probe_describe._base_names(t, naming_namespace(user_ns)) if user_ns is not None else (None, None)
+        if name:
+            parts.append(tr("view of {name}").format(name=name))
+        elif sharer:
+            parts.append(tr("view of an unnamed tensor, shares the storage of {name}").format(name=sharer))
+        else:
+            parts.append(tr("view of an unnamed tensor"))
     if t.grad_fn is not None:
         parts.append(f"grad_fn={type(t.grad_fn).__name__}")
     elif t.requires_grad:

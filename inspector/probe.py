@@ -338,7 +338,8 @@ def _frame_entries(ns: dict[str, Any], tensor_type: type, module_type: Any) -> l
 
 def _whole_views(entries: list[tuple[str, Any]], ids: dict[int, str]) -> dict[int, str]:
     """Unnamed bases that a named tensor covers whole (`grid = arange(12).reshape(3, 4)`):
-    id of the base -> that name, so `grid.t()` reads as a view of `grid`, not of "a base"."""
+    id of the base -> that name. Such a name is never the base (`grid.t()._base is grid` is
+    False): reports say the view *shares the storage of* `grid`, not that it is a view of it."""
     out: dict[int, str] = {}
     for name, t in entries:
         base = t._base
@@ -350,6 +351,37 @@ def _whole_views(entries: list[tuple[str, Any]], ids: dict[int, str]) -> dict[in
         if same:
             out[id(base)] = name
     return out
+
+
+def _storage_sharer(t: Any, entries: list[tuple[str, Any]], ids: dict[int, str],
+                    whole: dict[int, str] | None = None) -> str | None:
+    """For a view whose `_base` has no name: the name of another tensor of the frame with the
+    same storage, to say "shares the storage of `a`" (never "a view of `a`": it is not `a`'s
+    view). The tensor covering the base whole first, then one that is no view, then any."""
+    base = t._base
+    if base is None or id(base) in ids:
+        return None
+    covering = (whole if whole is not None else _whole_views(entries, ids)).get(id(base))
+    del base
+    if covering is not None:  # none when `t` itself covers it: the storage is in effect t's
+        return covering if dict(entries)[covering] is not t else None
+    try:
+        key = _fast_key(t.untyped_storage())
+    except _TORCH_ERRORS:
+        return None
+    found: str | None = None
+    for name, x in entries:
+        if x is t:
+            continue
+        try:
+            same = _fast_key(x.untyped_storage()) == key
+        except _TORCH_ERRORS:
+            continue
+        if same:
+            if x._base is None:
+                return name
+            found = found or name
+    return found
 
 
 def _named_tensors(ns: dict[str, Any]) -> tuple[list[tuple[str, Any]], dict[int, str]]:

@@ -30,9 +30,9 @@ if __name__ != "_stridelens_probe":
         _json_text,
         _named_tensors,
         _saved_tensors,
+        _storage_sharer,
         _strided_format,
         _torch,
-        _whole_views,
     )
 
 
@@ -437,8 +437,9 @@ def _base_text(base: dict[str, Any]) -> str:
             f'"storage_offset": {"null" if offset is None else int.__repr__(offset)}')
     if "name" not in base:
         return text + "}"
-    name = base["name"]
-    return f'{text}, "name": {"null" if name is None else _QUOTE(name)}}}'
+    name, sharer = base["name"], base["shares_with"]
+    return (f'{text}, "name": {"null" if name is None else _QUOTE(name)}, '
+            f'"shares_with": {"null" if sharer is None else _QUOTE(sharer)}}}')
 
 
 def _graph_text(graph: dict[str, Any]) -> str:
@@ -465,20 +466,30 @@ def _expr_card(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bo
     try:
         d = _card(value, stats)
         if d.get("base") is not None:
-            d["base"]["name"] = _base_name(value, {**globs, **locs})
+            d["base"]["name"], d["base"]["shares_with"] = _base_names(value, {**globs, **locs})
         return d
     finally:
         del value
 
 
 def _base_name(t: Any, ns: dict[str, Any]) -> str | None:
-    """The name in the stopped frame of `t`'s base, or of a tensor covering that base whole
-    (see `_whole_views`); None when neither exists or it would be `t` itself."""
+    """The name in the stopped frame of `t`'s base itself (`t._base is a`); None when it has
+    none there or it would be `t` itself."""
+    return _base_names(t, ns)[0]
+
+
+def _base_names(t: Any, ns: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(the name of `t._base` in the frame, or None; when the base has no name, the name of
+    another tensor of the frame sharing its storage, or None): `t = a.t()` with
+    `a = arange(12).reshape(3, 4)` is a view of the unnamed arange result, and shares the
+    storage of `a`."""
     entries, ids = _named_tensors(ns)
     base = t._base
-    name = ids.get(id(base)) or _whole_views(entries, ids).get(id(base))
+    name = ids.get(id(base))
     del base
-    return name if name is not None and dict(entries)[name] is not t else None
+    if name is not None:
+        return (name if dict(entries)[name] is not t else None), None
+    return None, _storage_sharer(t, entries, ids)
 
 
 def describe_expr_json(expr: str, globs: dict[str, Any], locs: dict[str, Any], stats: bool = False) -> str:

@@ -63,10 +63,16 @@ def _member(name: str, t: Any, ids: dict[int, str], whole: dict[int, str]) -> di
     }
     base = t._base
     m["is_view"] = base is not None
-    view_of = None
-    if base is not None:
-        view_of = ids.get(id(base)) or whole.get(id(base))
+    # Named as the base only when it is the base (`t._base is a`); a tensor that merely covers
+    # an unnamed base (`a = arange(12).reshape(3, 4)`, `t = a.t()`) is `shares_storage_of`.
+    view_of = ids.get(id(base)) if base is not None else None
     m["view_of"] = view_of if view_of != name else None
+    # "" while unknown: filled from the storage group by `frame_report` (None: nothing to say,
+    # the base is named, or this tensor covers the unnamed base whole).
+    m["shares_storage_of"] = None
+    if base is not None and view_of is None:
+        covering = whole.get(id(base))
+        m["shares_storage_of"] = "" if covering is None else (covering if covering != name else None)
     return m
 
 
@@ -85,6 +91,10 @@ def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
         g["tensors"].append(_member(name, t, ids, whole))
     out = sorted(groups.values(), key=lambda g: -g["storage_bytes"])
     for g in out:
+        for m in g["tensors"]:  # a view of an unnamed base: another name of its storage
+            if m["shares_storage_of"] == "":
+                m["shares_storage_of"] = next((o["name"] for o in g["tensors"] if o is not m and not o["is_view"]),
+                                              next((o["name"] for o in g["tensors"] if o is not m), None))
         g["summary"] = _group_summary(g)
     return {"groups": out, "no_storage": loose, "tensor_count": len(entries),
             "total_bytes": sum(g["storage_bytes"] for g in out)}
@@ -95,7 +105,10 @@ def _group_summary(g: dict[str, Any]) -> str:
     size = f"{g['storage_bytes']}-byte" if g["storage_bytes"] < 10240 else _human(g["storage_bytes"])
     head = f"{names[0]} uses one {size} storage" if len(names) == 1 else f"{', '.join(names)} share one {size} storage"
     views = [
-        f"{m['name']} is a view of {m['view_of'] or 'an unnamed base'} at offset {m['storage_offset']}"
+        f"{m['name']} is a view of {m['view_of']} at offset {m['storage_offset']}" if m["view_of"] else
+        f"{m['name']} is a view of an unnamed base at offset {m['storage_offset']}"
+        + (f" (it shares the storage of {m['shares_storage_of']}, not a view of it)"
+           if m.get("shares_storage_of") else "")
         for m in g["tensors"] if m["is_view"]
     ]
     written = max((m["version"] or 0) for m in g["tensors"])

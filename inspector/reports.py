@@ -52,6 +52,10 @@ def describe_table(expr: str, d: dict[str, Any]) -> Table:
         b = d["base"]
         if b.get("name"):
             base = tr("`{name}`, a tensor of shape {shape} (the `_base`)").format(name=b["name"], shape=_tuple(b["shape"]))
+        elif b.get("shares_with"):
+            # `t = a.t()` of `a = arange(12).reshape(3, 4)`: `t._base` is the arange result, not `a`.
+            base = tr("an unnamed tensor of shape {shape} (the `_base`); shares the storage of `{name}`").format(
+                name=b["shares_with"], shape=_tuple(b["shape"]))
         else:
             base = tr("a tensor of shape {shape} (the `_base`)").format(shape=_tuple(b["shape"]))
         t.add_row(tr("view of"), base)
@@ -94,10 +98,16 @@ def group_summary(g: dict[str, Any]) -> str:
         head = (tr("{names} share one {n}-byte storage") if nbytes < 10240 else tr("{names} share one {size} storage"))
     parts = [head.format(name=names[0], names=", ".join(names), n=nbytes, size=human_bytes(nbytes))]
     for m in g["tensors"]:
-        if m["is_view"]:
-            base = m["view_of"] or tr("an unnamed base")
+        if m["is_view"] and m["view_of"]:
             parts.append(tr("{name} is a view of {base} at offset {offset}").format(
-                name=m["name"], base=base, offset=m["storage_offset"]))
+                name=m["name"], base=m["view_of"], offset=m["storage_offset"]))
+        elif m["is_view"] and m.get("shares_storage_of"):
+            parts.append(tr("{name} is a view of an unnamed base at offset {offset} (it shares the storage of "
+                            "{other}, not a view of it)").format(
+                name=m["name"], other=m["shares_storage_of"], offset=m["storage_offset"]))
+        elif m["is_view"]:
+            parts.append(tr("{name} is a view of {base} at offset {offset}").format(
+                name=m["name"], base=tr("an unnamed base"), offset=m["storage_offset"]))
     written = max((m["version"] or 0) for m in g["tensors"])
     if written and len(names) > 1:
         parts.append(ntr("written in place {n} time (every tensor sharing it sees the change)",

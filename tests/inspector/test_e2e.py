@@ -77,11 +77,13 @@ def test_launch_break_expr_frame_memory(script: Any, inspect_cli: Any) -> None:
     group = next(g for g in rep["frame"]["groups"] if {m["name"] for m in g["tensors"]} == {"a", "v"})
     assert group["storage_bytes"] == nbytes(a)
     assert f"a, v share one {nbytes(a)}-byte storage" in group["summary"]
-    # `_base` is the root of a view chain, the unnamed arange result; `a` covers it whole, so
-    # `v` reads as a view of `a`, and `a` itself as a view of an unnamed base.
-    assert f"v is a view of a at offset {v.storage_offset()}" in group["summary"]
+    # `_base` is the root of a view chain, the unnamed arange result (`v._base is a` is False):
+    # `a` covers it whole, so `v` shares the storage of `a`, and is no view of it.
+    assert v._base is not a
+    assert (f"v is a view of an unnamed base at offset {v.storage_offset()} (it shares the storage of a, "
+            "not a view of it)") in group["summary"]
     assert "a is a view of an unnamed base at offset 0" in group["summary"]
-    assert dv["base"]["name"] == "a"
+    assert dv["base"]["name"] is None and dv["base"]["shares_with"] == "a"
     assert any(x["name"] == "sp" for x in rep["frame"]["no_storage"])
 
     findings = {f["kind"]: f for f in rep["memory"]["findings"]}

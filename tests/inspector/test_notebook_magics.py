@@ -144,7 +144,10 @@ def test_card_of_transposed_view(kernel: Kernel) -> None:
     assert re.search(r"shape\s+\(4, 3\)", text)
     assert re.search(r"strides\s+\(1, 4\)", text)
     assert re.search(r"layout\s+strided, non-contiguous", text)
-    assert re.search(r"view of\s+`a`, a tensor of shape \(12,\)", text)  # `a` covers the arange whole
+    # `t._base` is the arange result, not `a` (which covers it whole): not "a view of `a`".
+    assert re.search(r"view of\s+an unnamed tensor of shape \(12,\) \(the `_base`\); shares the storage of `a`",
+                     text)
+    assert "`a`, a tensor of shape" not in text
     assert re.search(r"autograd\s+requires_grad=False is_leaf=True", text)
     # The storage strip: a's 12 floats in rows of 4, numbered in the order `t` reads them.
     assert "storage 12 × float32 (48 B) in rows of 4" in text
@@ -280,7 +283,7 @@ def test_grads_of_a_model_name_the_collapse_and_the_detached_branch(kernel: Kern
 
 
 def test_display_hook_on_and_off(kernel: Kernel) -> None:
-    summary = "tensor[4, 3] f32 strides (1, 4) non-contiguous view of a"
+    summary = "tensor[4, 3] f32 strides (1, 4) non-contiguous view of an unnamed tensor, shares the storage of a"
     before = kernel.ok("t")
     assert before.result is not None and summary not in before.result["text/plain"]
     assert "text/html" not in before.result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import io
 import json
 import subprocess
 import sys
@@ -302,28 +303,51 @@ def test_probe_in_target_without_torch() -> None:
     assert third == "False False"
 
 
-def test_a_view_of_an_unnamed_base_is_named_after_the_tensor_covering_it() -> None:
+def test_a_view_is_of_its_base_only_and_shares_the_storage_of_a_covering_tensor() -> None:
     grid = torch.arange(12.0).reshape(3, 4)  # itself a view of the unnamed arange result
     grid_t = grid.t()
     window = grid[1:, 1:3]
+    assert grid_t._base is not grid  # the oracle: `_base` is the arange result
     r = probe_report.frame_report({"grid": grid, "grid_t": grid_t, "window": window})
     (g,) = r["groups"]
     members = {m["name"]: m for m in g["tensors"]}
-    assert members["grid_t"]["view_of"] == "grid" and members["window"]["view_of"] == "grid"
+    assert members["grid_t"]["view_of"] is None and members["window"]["view_of"] is None
+    assert members["grid_t"]["shares_storage_of"] == "grid" and members["window"]["shares_storage_of"] == "grid"
     assert members["grid"]["is_view"] is True and members["grid"]["view_of"] is None
-    assert "grid_t is a view of grid at offset 0" in g["summary"]
-    # Half of the base is not the base: `tail` is not called a view of `head`.
+    assert members["grid"]["shares_storage_of"] is None  # it covers the base: in effect its storage
+    assert ("grid_t is a view of an unnamed base at offset 0 (it shares the storage of grid, not a view of it)"
+            in g["summary"])
+    assert "is a view of grid" not in g["summary"]
+    # A view of a named tensor is its view.
+    x = torch.zeros(4, 4)
+    r = probe_report.frame_report({"x": x, "row": x[1]})
+    members = {m["name"]: m for m in r["groups"][0]["tensors"]}
+    assert members["row"]["view_of"] == "x" and members["row"]["shares_storage_of"] is None
+    # Half of the base is not the base: `tail` is not called a view of `head`, it shares its storage.
     head = torch.arange(12.0)[:6]
     r = probe_report.frame_report({"head": head, "tail": head[1:]})
     members = {m["name"]: m for m in r["groups"][0]["tensors"]}
-    assert members["tail"]["view_of"] is None
+    assert members["tail"]["view_of"] is None and members["tail"]["shares_storage_of"] == "head"
 
 
-def test_describe_names_the_base_in_the_frame() -> None:
+def test_describe_names_the_base_only_when_it_is_the_base() -> None:
+    from rich.console import Console
+
+    from stridelens.inspector.reports import describe_table
+
     grid = torch.arange(12.0).reshape(3, 4)
     x = torch.zeros(4, 4)
     frame = {"grid": grid, "x": x}
-    assert probe_describe.describe_expr("grid.t()", frame, frame)["base"]["name"] == "grid"  # covers the base
-    assert probe_describe.describe_expr("x[1:]", frame, frame)["base"]["name"] == "x"  # is the base
-    assert probe_describe.describe_expr("grid", frame, frame)["base"]["name"] is None  # not itself
+    b = probe_describe.describe_expr("grid.t()", frame, frame)["base"]
+    assert (b["name"], b["shares_with"], b["shape"]) == (None, "grid", [12])  # covers the base, is not it
+    b = probe_describe.describe_expr("x[1:]", frame, frame)["base"]
+    assert (b["name"], b["shares_with"]) == ("x", None)  # is the base
+    b = probe_describe.describe_expr("grid", frame, frame)["base"]
+    assert (b["name"], b["shares_with"]) == (None, None)  # not itself
     assert probe_describe.describe_expr("x", frame, frame)["base"] is None
+    # The card says so in words.
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(describe_table("t", probe_describe.describe_expr("grid.t()", frame, frame)))
+    text = console.export_text()
+    assert "an unnamed tensor of shape (12,) (the `_base`); shares the storage of `grid`" in text
+    assert "`grid`, a tensor" not in text

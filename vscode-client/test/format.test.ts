@@ -25,6 +25,8 @@ test("inline text leads with the shape, in the documented order", () => {
   const { text, mismatches } = inlineText("b", b, "cpu");
   assert.equal(text, "b: (2, 2) · float32 · cpu · strides (4, 1) · offset 5 · non-contiguous · view of a");
   assert.deepEqual(mismatches, []);
+  const t = inlineText("t", { ...b, view_of: null, shares_storage_of: "a" }, "cpu").text;
+  assert.equal(t, "t: (2, 2) · float32 · cpu · strides (4, 1) · offset 5 · non-contiguous · view, shares the storage of a");
 });
 
 test("grad_fn comes last", () => {
@@ -82,6 +84,10 @@ test("hover card names the base of a view when the frame has it", () => {
   };
   assert.match(hoverMarkdown("grid.t()", d), /\| view of \| grid \(a tensor of shape \(12,\)\) \|/);
   assert.match(hoverMarkdown("grid.t()", { ...d, base: { shape: [12], storage_offset: 0 } }), /\| view of \| a tensor of shape \(12,\) \|/);
+  // `t = a.t()` of `a = arange(12).reshape(3, 4)`: the base is the unnamed arange result, not `a`.
+  const shared = hoverMarkdown("t", { ...d, base: { shape: [12], storage_offset: 0, name: null, shares_with: "a" } });
+  assert.match(shared, /\| view of \| an unnamed tensor of shape \(12,\); shares the storage of a \|/);
+  assert.doesNotMatch(shared, /\| view of \| a \(/);
   // The storage picture, as `stridelens explain` and the static hover draw it (64 columns).
   const m = hoverMarkdown("grid.t()", d);
   assert.ok(m.includes("```text\nstorage 12 × float32 (48 B) in rows of 4\n    0  3  6  9\n    1  4  7 10\n    2  5  8 11\noffset 0, strides (1, 4)\n```"), m);

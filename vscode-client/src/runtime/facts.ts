@@ -24,7 +24,7 @@ export interface Describe {
   storage_bytes: number | null;
   notes: string[];
   is_view: boolean;
-  base: { shape: number[]; storage_offset: number | null; name?: string | null } | null;
+  base: { shape: number[]; storage_offset: number | null; name?: string | null; shares_with?: string | null } | null;
   version: number | null;
   requires_grad: boolean;
   is_leaf: boolean;
@@ -50,7 +50,8 @@ export interface Member {
   grad_fn: string | null;
   version: number | null;
   is_view: boolean;
-  view_of: string | null;
+  view_of: string | null; // the base itself has this name (`t._base is a`)
+  shares_storage_of?: string | null; // the base has no name; this tensor of the frame shares its storage
 }
 
 export interface FrameGroup {

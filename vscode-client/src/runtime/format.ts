@@ -43,6 +43,7 @@ export interface RuntimeLike {
   contiguous: boolean | null;
   is_view?: boolean;
   view_of?: string | null;
+  shares_storage_of?: string | null;
   grad_fn: string | null;
 }
 
@@ -115,6 +116,7 @@ export function factParts(rt: RuntimeLike, mismatches: Mismatch[] = []): string[
     parts.push(mark("contiguous", rt.contiguous ? l10n.t("contiguous") : l10n.t("non-contiguous")));
   }
   if (rt.view_of) parts.push(l10n.t("view of {0}", rt.view_of));
+  else if (rt.is_view && rt.shares_storage_of) parts.push(l10n.t("view, shares the storage of {0}", rt.shares_storage_of));
   else if (rt.is_view) parts.push(l10n.t("view"));
   if (rt.grad_fn) parts.push(`grad_fn ${rt.grad_fn}`);
   return parts;
@@ -163,7 +165,11 @@ export function hoverMarkdown(expr: string, d: Describe, st?: StaticFacts | null
   if (d.storage_bytes !== null) rows.push([l10n.t("storage"), `${humanBytes(d.storage_bytes)}${d.storage_key ? ` (${d.storage_key})` : ""}`]);
   if (d.is_view) {
     const shape = d.base ? l10n.t("a tensor of shape {0}", tuple(d.base.shape)) : l10n.t("another tensor");
-    rows.push([l10n.t("view of"), d.base?.name ? `${d.base.name} (${shape})` : shape]);
+    // Named only when the base is that tensor (`t._base is a`); else who shares its storage.
+    const base = d.base?.name ? `${d.base.name} (${shape})`
+      : d.base?.shares_with ? l10n.t("an unnamed tensor of shape {0}; shares the storage of {1}", tuple(d.base.shape), d.base.shares_with)
+      : shape;
+    rows.push([l10n.t("view of"), base]);
   }
   const grad: string[] = [];
   grad.push(d.requires_grad ? "requires_grad" : l10n.t("no grad"));

@@ -129,7 +129,7 @@ export function buildPanelModel(
     summary: g.summary,
     tensors: g.tensors.map((t) => ({
       name: t.name,
-      label: `${t.name}: ${tuple(t.shape)} ${t.dtype} ${l10n.t("strides {0}", tuple(t.strides))} ${l10n.t("offset {0}", t.storage_offset ?? "?")}${t.contiguous === false ? ` ${l10n.t("non-contiguous")}` : ""}${t.view_of ? ` ${l10n.t("view of {0}", t.view_of)}` : ""}`,
+      label: `${t.name}: ${tuple(t.shape)} ${t.dtype} ${l10n.t("strides {0}", tuple(t.strides))} ${l10n.t("offset {0}", t.storage_offset ?? "?")}${t.contiguous === false ? ` ${l10n.t("non-contiguous")}` : ""}${t.view_of ? ` ${l10n.t("view of {0}", t.view_of)}` : t.shares_storage_of ? ` ${l10n.t("view, shares the storage of {0}", t.shares_storage_of)}` : ""}`,
     })),
   }));
   const tensors = groups.flatMap((g) => g.tensors.map((t) => t.name));
