@@ -111,6 +111,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # another site joins with it: a function called with two shapes states only what holds
         # for both. The same site evaluated again (a loop's second pass) overwrites, as in loops.
         self._concrete: dict[ast.AST, ast.AST] = {}
+        # Per node, the join of the facts other outer call sites recorded there.
+        self._other_sites: dict[ast.AST, Value] = {}
         self._outer_site: ast.AST | None = None
         # Function -> whether its text calls a torch factory (interp_calls._makes_tensors).
         self._factory_bodies: dict[ast.AST, bool] = {}
@@ -230,8 +232,16 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
                 value = self.stated(value, scope)
             if self._call_stack:
                 previous = self._concrete.get(node)
-                joined = previous is not None and previous is not self._outer_site and node in self.facts
-                fact = self._join_call_sites(self.facts[node], value) if joined else value
+                if previous is not None and node in self.facts and previous is not self._outer_site:
+                    # A new call site: what the earlier sites gave, joined with this one.
+                    self._other_sites[node] = self.facts[node]
+                    fact = self._join_call_sites(self.facts[node], value)
+                elif previous is not None and node in self._other_sites:
+                    # The same site again (a loop's next pass replaces its first), still
+                    # joined with what the other sites gave.
+                    fact = self._join_call_sites(self._other_sites[node], value)
+                else:
+                    fact = value
                 if isinstance(fact, TensorFact) and (
                     (node in self._own_pass_grad and self._own_pass_grad[node] != fact.requires_grad)
                     or (node in self._no_grad_nodes and fact.requires_grad is not False and fact.grad_assumed is None)

@@ -193,6 +193,7 @@ def _entry(ns: dict[str, Any]) -> None:
         with torch.no_grad():
             model.generate(idx, block_size - t + 2)
         ns["Tower"](n_embd, n_layer)(torch.randn(b, t, n_embd))
+        ns["MLP"](config)(torch.randn(t, n_embd))  # another caller, another rank
         ns["Heads"](n_embd, n_head)(torch.randn(b, t, n_embd))
         ns["Conv"](3)(torch.randn(b, 3, 4, 5))
         ns["Stem"]()(torch.randn(b, 3, 5, 6))
@@ -217,9 +218,12 @@ def test_the_mask_and_the_heads_split_are_no_assumptions(oracle: realcompare.Sni
         assert not any("<=" in a or "%" in a for a in answer.get("assumes") or []), (name, answer)
 
 
-def test_the_mlp_reached_through_the_block_has_shapes(oracle: realcompare.SnippetOracle) -> None:
+def test_the_mlp_body_states_what_holds_for_every_caller(oracle: realcompare.SnippetOracle) -> None:
+    # GPT reaches the MLP with 3-d input, a direct caller with 2-d input: the body's `h` has
+    # the weight's dtype for both, and no rank (was the last call's rank 3: wrong for the other).
     h = oracle.answer("h", "forward(self, x)") or {}
-    assert h.get("shape") is not None and len(h["shape"]) == 3, h
+    assert h.get("dtype") == "float32", h
+    assert h.get("shape") is None, h
 
 
 def test_module_outputs_are_new_tensors(oracle: realcompare.SnippetOracle) -> None:
