@@ -141,12 +141,15 @@ class TorchCallsMixin:
             return TensorFact(requires_grad=grad, carries_graph=False)
         if not exact:
             return self._opaque_result(args, kwargs, scope)
-        if prefix == "torch" and leaf in _INDICES_WHATEVER and args and not any(isinstance(a, TensorFact) for a in args):
-            # `torch.multinomial(probs, 1)`, `torch.topk(logits, k)` of a value the analysis lost:
-            # the indices are a new int64 tensor that never needs grad, whatever the input.
+        if prefix == "torch" and leaf in _INDICES_WHATEVER and args and not any(isinstance(a, TensorFact) and (a.meta is not None or a.sym is not None) for a in args):
+            # `torch.multinomial(probs, 1)`, `torch.topk(logits, k)` of a value whose sizes the
+            # analysis does not have: the indices are a new int64 tensor that never needs grad.
             indices = TensorFact(dtype="int64", requires_grad=False, carries_graph=False, is_view=False, storage_key=self.fresh_storage())
             if leaf in api.RETURNS_VALUES_INDICES:
-                return SeqValue((TensorFact(is_view=False, storage_key=self.fresh_storage()), indices), api.VALUES_INDICES)
+                source = args[0] if isinstance(args[0], TensorFact) else TensorFact()
+                grad = (source.requires_grad if scope.grad_enabled else False) if source.requires_grad is not None or not scope.grad_enabled else None
+                values = TensorFact(dtype=source.dtype, is_view=False, requires_grad=grad, carries_graph=grad, storage_key=self.fresh_storage())
+                return SeqValue((values, indices), api.VALUES_INDICES)
             return indices
         if prefix == "torch" and leaf in api.FACTORIES:
             return self.factory(leaf, args, kwargs, node, scope)

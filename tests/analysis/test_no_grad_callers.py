@@ -55,6 +55,7 @@ def generate(model, idx, steps):
     for _ in range(steps):
         logits = model(idx)[:, -1, :]
         probs = F.softmax(logits, dim=-1)
+        top, top_idx = torch.topk(probs, 2)
         idx_next = torch.multinomial(probs, num_samples=1)
         idx = torch.cat((idx, idx_next), dim=1)
     return idx
@@ -83,3 +84,11 @@ def test_the_forward_states_grad_only_when_autograd_is_on(oracle: realcompare.Sn
 def test_sampled_indices_are_int64_without_grad(oracle: realcompare.SnippetOracle) -> None:
     answer = oracle.answer("idx_next", "generate") or {}
     assert answer.get("dtype") == "int64" and answer.get("requires_grad") is False, answer
+
+
+def test_top_k_under_no_grad_needs_no_grad_and_its_indices_are_int64(oracle: realcompare.SnippetOracle) -> None:
+    # (`model` is a parameter: the values' dtype is the unknown model's)
+    top = oracle.answer("top", "generate") or {}
+    assert top.get("requires_grad") is False, top
+    top_idx = oracle.answer("top_idx", "generate") or {}
+    assert top_idx.get("dtype") == "int64" and top_idx.get("requires_grad") is False, top_idx
