@@ -22,6 +22,7 @@ from stridelens.i18n import tr
 from stridelens.inspector import (
     cuda_report,
     explain_errors,
+    explain_report,
     grad_reports,
     rank_cli,
     reports,
@@ -82,9 +83,11 @@ def register(commands: Any) -> None:
     p.add_argument("--min-pin-bytes", type=int, default=PIN_MIN_BYTES, metavar="B",
                    help=tr("with --memory: smallest storage worth a 'view pins storage' finding"))
     p.add_argument("--explain-errors", action="store_true",
-                   help=tr("with --launch: record in-place ops on tensors autograd saved; when backward "
-                        "raises 'modified by an inplace operation', name the op that saved the tensor "
-                        "and the in-place op that changed it, with their lines (slows every op)"))
+                   help=tr("with --launch: record the script's ops; when torch raises an error the static "
+                        "rules know (in-place change of a saved tensor, view of a non-contiguous tensor, "
+                        "backward through a freed graph, device or shape mismatch), name the line that "
+                        "raised it, the tensors as they were, the line that caused it and the fix; exits "
+                        "with the script's status (slows every op)"))
     grad_reports.add_arguments(p)
     add_snapshot_arguments(p)
     step_diff.add_arguments(p)
@@ -215,8 +218,9 @@ def _print_reports(report: dict[str, Any], out: Console) -> None:
 def _print_and_leave(
     s: Session, args: argparse.Namespace, report: dict[str, Any], status: Any,
     print_text: Callable[[dict[str, Any], Console], None],
-) -> None:
-    """Print the report (JSON or text), then detach from the target or end it, as asked."""
+) -> int | None:
+    """Print the report (JSON or text), then detach from the target or end it, as asked. The
+    launched script's exit code when it was waited for (it runs to its end), else None."""
     if status is not None:
         status.stop()
     if args.format == "json":
@@ -225,7 +229,8 @@ def _print_and_leave(
         print_text(report, reports.stdout_console())
     s.finish(kill=args.kill)
     if args.launch and not args.kill:
-        s.wait_target(timeout=None)  # type: ignore[arg-type]
+        return s.wait_target(timeout=None)  # type: ignore[arg-type]
+    return None
 
 
 def _run_explain(args: argparse.Namespace, err: Console) -> int:
@@ -243,8 +248,15 @@ def _run_explain(args: argparse.Namespace, err: Console) -> int:
         s.progress = lambda msg: status.update(msg) if status else None
         s.launch(script, args.script_args, python=args.python)
         report = explain_errors.explain(s, script, timeout=args.timeout)
-        _print_and_leave(s, args, report, status, reports.print_explain_errors)
-    return 0
+        code = _print_and_leave(s, args, report, status, explain_report.print_explain_errors)
+    # The script's own exit status: it ran on to its end after the report (--continue), or it
+    # finished without the error. Killed at an explained error (--kill): 1, as an uncaught one.
+    ex = report["explain_errors"]
+    if code is None and ex.get("finished"):
+        code = ex.get("exit_code")
+    if code is None:
+        return 1 if ex["occurred"] else 0
+    return code if 0 <= code < 256 else 1
 
 
 @contextlib.contextmanager

@@ -1,9 +1,18 @@
-"""The in-place recorder behind `stridelens inspect --explain-errors`: runs inside the debuggee.
+"""The recorder behind `stridelens inspect --explain-errors`: runs inside the debuggee.
 
-One job: when backward raises "one of the variables needed for gradient computation has been
-modified by an inplace operation", say which op saved the tensor, which in-place op bumped
-its version, and where both ran in the user's code. torch's message gives neither line and
-often names the wrong op (the tensor's producer, "output 0 of AsStridedBackward0").
+Its job: when torch raises one of the RuntimeErrors the static rules know, say which op raised
+it on which tensors (shape, strides, device at that moment) and which earlier line is the
+cause, both in the user's code:
+- in-place on a saved tensor (SL213, "one of the variables needed for gradient computation has
+  been modified by an inplace operation"): which op saved the tensor and which in-place op
+  bumped its version; torch's message gives neither line and often names the wrong op (the
+  tensor's producer, "output 0 of AsStridedBackward0");
+- a view of a non-contiguous tensor (SL101, "view size is not compatible with input tensor's
+  size and stride"): the op that made the operand non-contiguous;
+- backward through a freed graph (SL203, "Trying to backward through the graph a second
+  time"): the op that saved what was freed, and the earlier backward that freed it;
+- a device mismatch (SL214): where each operand was made on, or moved to, its device;
+- a shape mismatch in matmul / linear / conv: the operands' shapes and where they were made.
 
 How (measured against saved-tensor hooks in bench/explain_errors_cost.py):
 - A `TorchDispatchMode` sees every aten op below autograd. An op that created an autograd
@@ -14,17 +23,24 @@ How (measured against saved-tensor hooks in bench/explain_errors_cost.py):
 - Ops whose schema writes an argument (`mul_`, `add_` of `+=`, `fill_`/`copy_` of `h[i] = v`,
   `out=`) record the storage, the version before the write (torch bumps it when the op
   returns), the op and the line, in a ring of the last INPLACE_WINDOW writes.
+- An op that raises records what it was given (never a tensor: shapes, strides, devices,
+  storage keys), and what the rings below say of each operand. Remembered by storage (and
+  layout): a non-contiguous op output (LAYOUT_WINDOW), a factory's output and a move to
+  another device (`_to_copy`, ORIGIN_WINDOW). Each backward (a graph task) records the line
+  that called it and the sequence numbers of the nodes it ran (the last BACKWARD_WINDOW).
 - torch's own version check stays in force. Saved-tensor hooks would turn it off (torch skips
   the check for hooked tensors, measured), so the recorder never installs them globally.
-- At the error, the graph is walked from the tensors backward was called on; reading each
-  node's `_saved_*` reproduces torch's message for the stale one. `register_hooks` on that
-  one SavedTensor hands the saved tensor over (its unpack hook re-raises the same error, so
-  the process behaves as before).
+- At an in-place error, the graph is walked from the tensors backward was called on; reading
+  each node's `_saved_*` reproduces torch's message for the stale one. `register_hooks` on
+  that one SavedTensor hands the saved tensor over (its unpack hook re-raises the same error,
+  so the process behaves as before). At a freed-graph error the same walk finds the freed
+  node nearest the roots.
 
 Like the probe it imports only the standard library at import time; its source is evaluated
 into a private module. Unlike the probe it changes the process on purpose (see SECURITY.md):
 `install()` imports torch if the script has not yet, and pushes the mode on the thread that
-calls it.
+calls it; at an explained error `quiet_traceback()` makes the traceback Python prints, if the
+error ends the script, show the script's own frames only.
 """
 
 from __future__ import annotations
@@ -47,8 +63,29 @@ PRIVATE_NAME = "_stridelens_inplace"
 FILENAME = "<frozen stridelens_inplace_recorder>"
 NODE_WINDOW = 1 << 16  # autograd nodes whose creating op and line are remembered
 INPLACE_WINDOW = 1 << 16  # in-place writes remembered
+LAYOUT_WINDOW = 1 << 14  # non-contiguous op outputs remembered (by storage and layout)
+ORIGIN_WINDOW = 1 << 14  # storages made by a factory or moved to another device remembered
+BACKWARD_WINDOW = 64  # backward calls remembered (their line and the nodes they ran)
+OPERANDS = 6  # tensors described per failing op
 GRAPH_NODE_LIMIT = 2_000_000  # bound on the graph walk at the error
 ERROR_MARK = "modified by an inplace operation"
+FREED_MARKS = ("Trying to backward through the graph a second time",
+               "saved tensors after they have already been freed")
+# The RuntimeErrors explained, by a piece of torch's message: (kind, static rule, pieces).
+KINDS: tuple[tuple[str, str | None, tuple[str, ...]], ...] = (
+    ("inplace_saved", "SL213", (ERROR_MARK,)),
+    ("view_noncontiguous", "SL101", ("view size is not compatible with input tensor's size and stride",)),
+    ("backward_twice", "SL203", FREED_MARKS),
+    ("device_mismatch", "SL214", ("Expected all tensors to be on the same device", "is not on the expected device",
+                                  "Expected object of device type", "found at least two devices")),
+    ("shape_mismatch", None, ("shapes cannot be multiplied", "size mismatch, got",
+                              "Expected size for first two dimensions of batch2 tensor", "channels, but got",
+                              "both arguments to matmul need", "input to conv", "input to conv1d",
+                              "Calculated padded input size per channel")),
+)
+# conv's own device check: "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor)
+# should be the same ..." (a device mismatch when one type is a CUDA one and the other is not)
+_CONV_TYPES = re.compile(r"Input type \((\S+)\) and weight type \((\S+)\) should be the same")
 _VERSIONS = re.compile(r"is at version (\d+); expected version (\d+)")
 
 _state: dict[str, Any] = {}  # mode, rings, and (after a diagnosis) the saved tensor found
@@ -103,21 +140,51 @@ def _loc_dict(loc: tuple[str, int, str] | None) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- recording
 
 
+def _layout_key(t: Any) -> tuple[Any, ...]:
+    """A tensor's storage (its StorageImpl address) and window in it: what a view op's output
+    and the tensor the user later holds share, whatever Python object each of them is."""
+    return (t.untyped_storage()._cdata, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+
+
+def _operand(t: Any, arg: str, tensor_type: Any) -> dict[str, Any] | None:
+    """What an op was given, as plain values (no tensor is kept)."""
+    if not isinstance(t, tensor_type):
+        return None
+    d: dict[str, Any] = {"arg": arg, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
+                         "device": str(t.device), "strides": None, "storage_offset": None, "contiguous": None}
+    try:
+        d.update(strides=list(t.stride()), storage_offset=t.storage_offset(), contiguous=bool(t.is_contiguous()))
+        d["_layout"] = _layout_key(t)
+        d["_storage"] = d["_layout"][0]
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):  # sparse and other layouts
+        pass
+    return d
+
+
 def _make_mode(torch: Any) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     seq_now = torch._C._autograd._get_sequence_nr
+    task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+    current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
     get_ident = threading.get_ident
     tid = get_ident()
     mask = NODE_WINDOW - 1
     ring: list[Any] = [None] * NODE_WINDOW
     writes_log: collections.deque[tuple[Any, ...]] = collections.deque(maxlen=INPLACE_WINDOW)
     tick = itertools.count()
-    written: dict[Any, tuple[tuple[int, str], ...]] = {}
+    # op -> (the arguments it writes, its kind: 0 plain, 1 factory (no tensor argument), 2 _to_copy);
+    # one dict: each lookup hashes the op in Python (OpOverload.__hash__).
+    ops: dict[Any, tuple[tuple[tuple[int, str], ...], int]] = {}
+    layouts: collections.OrderedDict[tuple[Any, ...], tuple[Any, ...]] = collections.OrderedDict()
+    origins: collections.OrderedDict[int, tuple[Any, ...]] = collections.OrderedDict()
+    tasks: collections.deque[tuple[int, Any, int, set[int]]] = collections.deque(maxlen=BACKWARD_WINDOW)
+    task_now = [-1]
     users: dict[str, bool] = {}
     prefixes = _skip_prefixes(torch)
     last = [seq_now()]
     tensor_type = torch.Tensor
+    storage_type = torch.UntypedStorage
     getframe = sys._getframe
 
     def user_loc() -> tuple[str, int, str] | None:
@@ -137,6 +204,29 @@ def _make_mode(torch: Any) -> Any:
         return tuple((i, a.name) for i, a in enumerate(args)
                      if a.alias_info is not None and a.alias_info.is_write)
 
+    def kind_of(func: Any) -> int:
+        if func is torch.ops.aten._to_copy.default:
+            return 2
+        return 0 if any("Tensor" in str(a.type) for a in func._schema.arguments) else 1
+
+    def note_origin(out: Any, what: tuple[Any, ...]) -> None:
+        """Remember where a storage was made or moved to its device. A C-level weak reference
+        to the storage keeps its address from being reused while the record lives (the data
+        is freed as usual): a live storage at that address is the one recorded."""
+        if not isinstance(out, tensor_type):
+            return
+        try:
+            key = out.untyped_storage()._weak_ref()
+        except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+            return
+        old = origins.pop(key, None)
+        if old is not None:
+            storage_type._free_weak_ref(key)  # the same storage again: one reference per record
+        origins[key] = what
+        if len(origins) > ORIGIN_WINDOW:
+            gone, _ = origins.popitem(last=False)
+            storage_type._free_weak_ref(gone)
+
     class InplaceRecorder(TorchDispatchMode):  # type: ignore[misc,valid-type]
         active = True
 
@@ -150,9 +240,21 @@ def _make_mode(torch: Any) -> Any:
                 last[0] = s
                 loc = user_loc()
                 ring[(s - 1) & mask] = (s - 1, func, loc, next(tick))
-            w = written.get(func)
-            if w is None:
-                w = written[func] = writes_of(func)
+            task = task_id()
+            if task != -1:  # an op of a backward: which call, which nodes
+                if task != task_now[0]:
+                    task_now[0] = task
+                    tasks.append((task, user_loc(), next(tick), set()))
+                node = current_node()
+                if node is not None:
+                    tasks[-1][3].add(node._sequence_nr())
+                del node
+                if loc is None:  # what user_loc() would find: the line that called backward
+                    loc = tasks[-1][1]
+            info = ops.get(func)
+            if info is None:
+                info = ops[func] = (writes_of(func), kind_of(func))
+            w, k = info
             if w:
                 if loc is None:
                     loc = user_loc()
@@ -163,10 +265,104 @@ def _make_mode(torch: Any) -> Any:
                         if isinstance(t, tensor_type):
                             # The version is bumped after the op returns: this is its value before.
                             writes_log.append((when, t.untyped_storage()._cdata, t._version, func, loc))
-            return func(*args, **kwargs)
+            try:
+                out = func(*args, **kwargs)
+            except Exception as e:
+                if loc is None:
+                    loc = user_loc()
+                _note_failure(e, func, args, kwargs, loc, tensor_type)
+                raise
+            if k == 1:
+                note_origin(out, ("made", func, loc or user_loc(), str(out.device) if isinstance(out, tensor_type)
+                                  else None, next(tick)))
+            elif k == 2 and isinstance(out, tensor_type) and args and isinstance(args[0], tensor_type) \
+                    and out.device != args[0].device:
+                note_origin(out, ("moved", func, loc or user_loc(), str(args[0].device), str(out.device), next(tick)))
+            # Non-contiguous outputs, inline: under pydevd every Python call here costs a trace
+            # event (measured: a helper function per such op cost ~6 µs per op of a training step).
+            for o in (out,) if isinstance(out, tensor_type) else out if type(out) in (tuple, list) else ():
+                if isinstance(o, tensor_type):
+                    try:
+                        if o.is_contiguous():
+                            continue
+                        key = (o.untyped_storage()._cdata, tuple(o.shape), tuple(o.stride()), o.storage_offset())
+                        a0 = args[0] if args and isinstance(args[0], tensor_type) else None
+                        src = None
+                        if a0 is not None and not a0.is_contiguous():
+                            src = (a0.untyped_storage()._cdata, tuple(a0.shape), tuple(a0.stride()),
+                                   a0.storage_offset())
+                    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+                        continue  # sparse and other layouts without strides
+                    if loc is None:
+                        loc = user_loc()
+                    layouts.pop(key, None)
+                    layouts[key] = (func, loc, src, next(tick))
+                    if len(layouts) > LAYOUT_WINDOW:
+                        layouts.popitem(last=False)
+            return out
 
-    _state.update(ring=ring, writes=writes_log, mask=mask)
+    _state.update(ring=ring, writes=writes_log, mask=mask, layouts=layouts, origins=origins, tasks=tasks,
+                  tick=tick)
     return InplaceRecorder
+
+
+def _note_failure(e: BaseException, func: Any, args: Any, kwargs: Any, loc: Any, tensor_type: Any) -> None:
+    """An op raised: keep its operands (as values) and their causes for `diagnose` (never raises)."""
+    try:
+        names = [a.name for a in func._schema.arguments]
+        given: list[tuple[str, Any]] = []
+        for i, a in enumerate(args):
+            name = names[i] if i < len(names) else f"arg{i}"
+            if isinstance(a, (list, tuple)):
+                given.extend((f"{name}[{j}]", x) for j, x in enumerate(a[:OPERANDS]))
+            else:
+                given.append((name, a))
+        given.extend(kwargs.items())
+        operands = []
+        for name, a in given:
+            d = _operand(a, name, tensor_type)
+            if d is not None:
+                operands.append(d)
+            if len(operands) >= OPERANDS:
+                break
+        for d in operands:
+            d["made_noncontiguous_by"] = _layout_cause(d.get("_layout"))
+            d["origin"] = _origin(d.get("_storage"))
+        _state["failure"] = {"exception_id": id(e), "message": str(e), "op": _op_name(func), "aten": str(func),
+                             "location": _loc_dict(loc), "operands": operands}
+    except Exception:  # noqa: BLE001 -- the user's error goes on as it was, explained or not
+        pass
+
+
+def _layout_cause(key: Any) -> dict[str, Any] | None:
+    """The op that made this layout non-contiguous from a contiguous input: the recorded
+    producers followed back while their input was itself non-contiguous."""
+    layouts = _state.get("layouts")
+    if key is None or layouts is None:
+        return None
+    rec = layouts.get(key)
+    steps = 0
+    while rec is not None and rec[2] is not None and rec[2] in layouts and steps < 64:
+        rec = layouts[rec[2]]
+        steps += 1
+    if rec is None:
+        return None
+    func, loc, src, _tick = rec
+    return {"op": _op_name(func), "aten": str(func), "location": _loc_dict(loc),
+            "from_noncontiguous": src is not None}
+
+
+def _origin(key: Any) -> dict[str, Any] | None:
+    """Where a storage was made (a factory) or moved to its device (`_to_copy`), if recorded."""
+    origins = _state.get("origins")
+    rec = origins.get(key) if origins is not None and key is not None else None
+    if rec is None:
+        return None
+    if rec[0] == "moved":
+        _what, func, loc, src, dst, _tick = rec
+        return {"how": "moved", "op": _op_name(func), "from": src, "to": dst, "location": _loc_dict(loc)}
+    _what, func, loc, dev, _tick = rec
+    return {"how": "made", "op": _op_name(func), "device": dev, "location": _loc_dict(loc)}
 
 
 def install() -> dict[str, Any]:
@@ -191,7 +387,14 @@ def _installed() -> dict[str, Any]:
 
 
 def uninstall() -> dict[str, Any]:
-    """Stop recording and drop every reference the recorder holds."""
+    """Stop recording and drop every reference the recorder holds (the storages' weak
+    references included)."""
+    origins = _state.get("origins")
+    torch = sys.modules.get("torch")
+    if origins and torch is not None:
+        for key in list(origins):
+            torch.UntypedStorage._free_weak_ref(key)
+        origins.clear()
     mode: Any = _state.pop("mode", None)
     popped = False
     if mode is not None:
@@ -299,15 +502,110 @@ def _op_name(func: Any) -> str:
         return str(func)
 
 
+def classify(exc: BaseException, message: str) -> tuple[str, str | None] | None:
+    """(kind, static rule) of an error `diagnose` explains, None for any other."""
+    if not isinstance(exc, RuntimeError):
+        return None
+    for kind, rule, pieces in KINDS:
+        if any(p in message for p in pieces):
+            return kind, rule
+    m = _CONV_TYPES.search(message)
+    if m is not None and (".cuda." in m.group(1)) != (".cuda." in m.group(2)):
+        return "device_mismatch", "SL214"
+    return None
+
+
+def _public(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if not k.startswith("_")}
+
+
 def diagnose(exc: BaseException, scope: dict[str, Any]) -> dict[str, Any]:
-    """Explain `exc` if it is torch's in-place error; `scope` holds the tensors backward ran on."""
+    """Explain `exc` if it is one of the errors of KINDS; `scope` is the stopped frame's (for
+    backward errors it holds the tensors backward ran on)."""
     message = str(exc)
-    if not isinstance(exc, RuntimeError) or ERROR_MARK not in message:
+    found = classify(exc, message)
+    if found is None:
         return {"match": False, "exception": type(exc).__name__, "message": message[:500],
                 "exception_id": id(exc)}  # pydevd stops once per frame the exception leaves
     if _state.get("mode") is None:
         raise RecorderError(N_("the recorder is not installed in this process"))
     torch = sys.modules["torch"]
+    kind, rule = found
+    if kind == "inplace_saved":
+        out = _diagnose_inplace(message, scope, torch)
+    else:
+        first = message.strip().split("\n")[0]
+        if kind == "backward_twice":  # its first sentence; the rest is the advice the report gives
+            first = first.split("). ")[0] + (")" if "). " in first else "")
+        out = {"match": True, "message": first[:600]}
+    out.update(kind=kind, rule=rule, exception=type(exc).__name__, exception_id=id(exc), op=None, operands=[])
+    fail = _state.get("failure")
+    _state["operands"] = []
+    if fail is not None and fail["message"] == message and kind != "inplace_saved":
+        out["op"] = {"op": fail["op"], "aten": fail["aten"], "location": fail["location"]}
+        out["operands"] = [_public(d) for d in fail["operands"]]
+        _state["operands"] = [(d.get("_storage"), d.get("_layout")) for d in fail["operands"]]
+    if kind == "backward_twice":
+        out.update(_diagnose_freed(scope, torch))
+    return out
+
+
+def _diagnose_freed(scope: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """Backward through a freed graph: the freed node nearest the roots (breadth first), the
+    op and line that made it, and the earlier backward that ran it (and so freed it)."""
+    roots = _roots(scope, torch)
+    if not roots:
+        roots = [o.grad_fn for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    # The failing backward has itself run (and freed) the nodes before the one it failed at:
+    # those are in the newest backward's record, unless it failed at its first node. The freed
+    # node wanted is the first one met that the newest backward did not run.
+    tasks = _state["tasks"]
+    newest = tasks[-1][3] if tasks else set()
+    seen: set[int] = set()
+    keep: list[Any] = []
+    queue = collections.deque(roots)
+    hit = first = None
+    while queue and len(keep) < GRAPH_NODE_LIMIT and hit is None:
+        node = queue.popleft()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        for attr in _saved_attrs(node):
+            try:
+                getattr(node, attr)
+            except RuntimeError as e:
+                if any(mark in str(e) for mark in FREED_MARKS):
+                    first = first or (node, attr)
+                    if node._sequence_nr() not in newest:
+                        hit = (node, attr)
+                    break
+            except Exception:  # noqa: BLE001 -- an odd node type: skip it
+                continue
+        queue.extend(n for n, _ in getattr(node, "next_functions", ()))
+    hit = hit or first
+    out: dict[str, Any] = {"saved_by": None, "freed_by": None}
+    if hit is None:
+        return out
+    node, attr = hit
+    seq = node._sequence_nr()
+    saved = {"node": node.name(), "as": attr.removeprefix("_saved_"), "op": None, "aten": None, "location": None}
+    save_tick = None
+    rec = _state["ring"][seq & _state["mask"]]
+    if rec is not None and rec[0] == seq:
+        _seq, func, loc, save_tick = rec
+        saved.update(op=_op_name(func), aten=str(func), location=_loc_dict(loc))
+    out["saved_by"] = saved
+    for _task, loc, when, ran in reversed(tasks):
+        if seq in ran:
+            out["freed_by"] = {"location": _loc_dict(loc), "nodes_run": len(ran),
+                               "after_saving": save_tick is not None and when > save_tick}
+            break
+    return out
+
+
+def _diagnose_inplace(message: str, scope: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """torch's in-place error: the saved tensor, the op that saved it, the in-place op(s)."""
     m = _VERSIONS.search(message)
     actual, expected = (int(m.group(1)), int(m.group(2))) if m else (None, None)
     out: dict[str, Any] = {"match": True, "message": message.split(" Hint:")[0],
@@ -347,11 +645,12 @@ def diagnose(exc: BaseException, scope: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def names(scope: dict[str, Any]) -> list[dict[str, Any]]:
+def names(scope: dict[str, Any], module_level: bool = True) -> list[dict[str, Any]]:
     """Names in `scope` bound to the diagnosed tensor, or to a view sharing its storage."""
     found = _state.get("found")
     if found is None:
         return []
+    scope = own_names(scope, module_level)
     t, key = found
     torch = sys.modules["torch"]
     out = []
@@ -364,6 +663,102 @@ def names(scope: dict[str, Any]) -> list[dict[str, Any]]:
                 and v.storage_offset() == t.storage_offset())
         out.append({"name": name, "shape": list(v.shape), "same_window": same, "version": v._version})
     return out
+
+
+def own_names(scope: dict[str, Any], module_level: bool) -> dict[str, Any]:
+    """A function frame's own names: pydevd evaluates in the frame's globals and locals merged,
+    so the module's globals (the same objects) are dropped here and named in the `<module>`
+    frame instead."""
+    if module_level:
+        return scope
+    name = scope.get("__name__")
+    mod = sys.modules.get(name) if isinstance(name, str) else None
+    g = vars(mod) if mod is not None else {}
+    return {k: v for k, v in scope.items() if not (k in g and g[k] is v)}
+
+
+def operand_names(scope: dict[str, Any], module_level: bool = True) -> list[list[dict[str, Any]]]:
+    """For each operand of the failing op, the names in `scope` (a frame's; module parameters as
+    `model.fc.weight`) bound to its storage; `same_window` when the name is that very window of
+    it (not another view of the same storage). An object named in an earlier call (an outer
+    frame: `model.fc.weight` before `self.fc.weight`) is not named again."""
+    wanted = _state.get("operands") or []
+    if not wanted:
+        return []
+    torch = sys.modules["torch"]
+    scope = own_names(scope, module_level)
+    probe = sys.modules.get("_stridelens_probe")
+    if probe is not None:
+        entries = probe._frame_entries(scope, torch.Tensor, getattr(torch.nn, "Module", None))
+    else:
+        entries = [(k, v) for k, v in scope.items() if isinstance(v, torch.Tensor) and not k.startswith("__")]
+    named: list[set[int]] = _state.setdefault("named", [set() for _ in wanted])
+    out: list[list[dict[str, Any]]] = [[] for _ in wanted]
+    for name, v in entries:
+        try:
+            key = _layout_key(v)
+        except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+            continue
+        for i, (storage, layout) in enumerate(wanted):
+            if storage is not None and key[0] == storage and len(out[i]) < 4 and id(v) not in named[i]:
+                named[i].add(id(v))
+                out[i].append({"name": name, "shape": list(v.shape), "same_window": key == layout})
+    return out
+
+
+def module_here(scope: dict[str, Any]) -> dict[str, Any] | None:
+    """The nn.Module whose code this frame runs (`self`), remembered for `module_name`."""
+    torch = sys.modules["torch"]
+    me = scope.get("self")
+    if not isinstance(me, torch.nn.Module):
+        return None
+    _state["module"] = me
+    text = repr(me)
+    return {"type": type(me).__name__, "repr": text if len(text) <= 300 else text[:300] + " ...",
+            "extra": me.extra_repr()[:300]}
+
+
+def module_name(scope: dict[str, Any]) -> str | None:
+    """The name of the remembered module in `scope`: `model.fc`, or the variable itself."""
+    me = _state.get("module")
+    torch = sys.modules["torch"]
+    if me is None:
+        return None
+    for var, v in list(scope.items()):
+        if var.startswith("__") or not isinstance(v, torch.nn.Module):
+            continue
+        if var == "self" and v is me:
+            continue  # the module's own frame: a caller's name says more
+        for sub_name, sub in v.named_modules():
+            if sub is me:
+                return f"{var}.{sub_name}" if sub_name else var
+    return None
+
+
+def quiet_traceback() -> dict[str, Any]:
+    """If the explained error ends the script, the traceback Python prints shows the script's
+    own frames only (no debugpy, runpy, torch or recorder frames), then torch's message."""
+    import traceback
+
+    prev = sys.excepthook
+    if getattr(prev, "_stridelens", False):
+        return {"installed": False}
+    torch = sys.modules.get("torch")
+    prefixes = _skip_prefixes(torch) if torch is not None else ("\0", "\0")
+
+    def hook(tp: Any, value: Any, tb: Any) -> None:
+        frames = [f for f in traceback.extract_tb(tb) if _is_user_file(f.filename, prefixes)]
+        if not frames:
+            prev(tp, value, tb)
+            return
+        sys.stderr.write("Traceback (most recent call last; the script's own frames):\n")
+        sys.stderr.write("".join(traceback.format_list(frames)))
+        sys.stderr.write("".join(traceback.format_exception_only(tp, value)))
+        sys.stderr.flush()
+
+    hook._stridelens = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
+    return {"installed": True}
 
 
 # ---------------------------------------------------------------- entry points (JSON out)
@@ -390,5 +785,21 @@ def diagnose_json(exc: BaseException, scope: dict[str, Any]) -> str:
     return _json(diagnose, exc, scope)
 
 
-def names_json(scope: dict[str, Any]) -> str:
-    return _json(names, scope)
+def names_json(scope: dict[str, Any], module_level: bool = True) -> str:
+    return _json(names, scope, module_level)
+
+
+def operand_names_json(scope: dict[str, Any], module_level: bool = True) -> str:
+    return _json(operand_names, scope, module_level)
+
+
+def module_here_json(scope: dict[str, Any]) -> str:
+    return _json(module_here, scope)
+
+
+def module_name_json(scope: dict[str, Any]) -> str:
+    return _json(module_name, scope)
+
+
+def quiet_traceback_json() -> str:
+    return _json(quiet_traceback)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
 from typing import Any
 
@@ -200,67 +198,3 @@ def print_text(report: dict[str, Any], console: Console) -> None:
         console.print(frame_table(report["frame"]))
     if "memory" in report:
         console.print(memory_tables(report["memory"]))
-
-
-def _where(loc: dict[str, Any] | None) -> Text:
-    if not loc:
-        return Text(tr("(line not recorded)"), style="dim")
-    path = loc["path"]
-    with contextlib.suppress(ValueError):  # another drive (Windows)
-        rel = os.path.relpath(path)
-        path = path if rel.startswith("..") else rel
-    return Text.assemble((f"{path}:{loc['line']}", "bold"), (tr(" in {function}").format(function=loc["function"]), "dim"),
-                         (f"  {loc['code']}" if loc.get("code") else "", "cyan"))
-
-
-def explain_errors_table(r: dict[str, Any]) -> Group:
-    """The in-place error explained: tensor, saving op, in-place op(s), versions."""
-    t = Table(title=tr("In-place modification of a tensor autograd saved for backward"), box=box.SIMPLE_HEAD,
-              show_header=False, title_justify="left")
-    t.add_column("fact", style="bold cyan")
-    t.add_column("value")
-    tensor = r.get("tensor")
-    if tensor:
-        names = tr(", ").join(
-            (tr("{name} in {function}") if n["same_window"] else tr("{name} (a view {shape}) in {function}")).format(
-                name=n["name"], shape=_tuple(n["shape"]), function=n["function"])
-            for n in tensor["names"]) or tr("no name (the frames that held it have returned)")
-        t.add_row(tr("tensor"), tr("{shape} {dtype} {device}; bound to: {names}").format(
-            shape=_tuple(tensor["shape"]), dtype=tensor["dtype"], device=tensor["device"], names=names))
-    saved = r.get("saved_by")
-    if saved:
-        if not saved.get("op"):
-            op = saved["node"]
-        elif saved["as"].startswith("result"):
-            op = tr("{op} ({node} keeps its output)").format(op=saved["op"], node=saved["node"])
-        else:
-            op = tr("{op} ({node} keeps its input `{name}`)").format(op=saved["op"], node=saved["node"], name=saved["as"])
-        t.add_row(tr("saved by"), Text.assemble(op, tr(" at "), _where(saved.get("location"))))
-    for m in r.get("modified_by", []):
-        t.add_row(tr("modified by"), Text.assemble(
-            tr("{op} (version {before} → {after})").format(op=m["op"], before=m["version_before"], after=m["version_after"]),
-            tr(" at "), _where(m.get("location"))))
-    if saved and not r.get("modified_by"):
-        t.add_row(tr("modified by"), Text(tr("not recorded (an in-place op on another thread, or through .data)"),
-                                          style="dim"))
-    t.add_row(tr("versions"), tr("expected {expected}, actual {actual}").format(
-        expected=r.get("expected_version"), actual=r.get("actual_version")))
-    t.add_row(tr("torch said"), Text(r.get("message", ""), style="dim"))
-    return Group(t)
-
-
-def print_explain_errors(report: dict[str, Any], console: Console) -> None:
-    r = report["explain_errors"]
-    tgt = report.get("target") or {}
-    if not r["occurred"]:
-        if r.get("finished"):
-            what = tr("the script finished (exit code {code}) without raising 'one of the variables needed for "
-                      "gradient computation has been modified by an inplace operation'.").format(code=r["exit_code"])
-        else:
-            what = tr("the script was still running after {seconds} s (see --timeout) without raising 'one of "
-                      "the variables needed for gradient computation has been modified by an inplace "
-                      "operation'.").format(seconds=f"{r['waited_s']:g}")
-        console.print(Text.assemble((tr("No in-place error: "), "bold green"), what, (pid_torch(tgt), "dim")))
-        return
-    console.print(stop_line(report.get("stop") or {}, tgt, raised=True))
-    console.print(explain_errors_table(r))
