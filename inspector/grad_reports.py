@@ -41,6 +41,12 @@ from stridelens.server.units import human_bytes
 
 COLLAPSE = 1e-3  # |grad layer| / |grad next layer| below this: gradients collapse there
 EXPLODE = 1e3  # ... above this: they explode there
+STACK_STEP = 0.5  # a stack vanishes where each layer's norm is below this times the next one's ...
+STACK_LAYERS = 4  # ... over this many layers or more ...
+STACK_SPAN = 1e-2  # ... and by a hundredth or less over the whole stack
+OUTLIER_DECADES = 2.0  # a layer's grad/weight ratio this many decades off both neighbours'
+DEAD_UNITS = 0.25  # this fraction of a layer's units without any gradient is worth a finding
+RELUS = ("ReLU", "ReLU6")  # activations whose zero slope below 0 kills units
 FOLD_OVER = 10  # chains longer than this fold
 FOLD_KEEP = (4, 3)  # nodes shown before and after the fold
 SAVED_SHOWN = 4  # saved tensors listed per node
@@ -115,10 +121,19 @@ def analyze(g: dict[str, Any]) -> dict[str, Any]:
     for r in rows:
         by_layer.setdefault(r["layer"], []).append(r)
     layers = []
+    kinds = g.get("layer_kinds") or {}
     for name, ps in by_layer.items():
         norms = [r["grad_norm"] for r in ps if r["grad_norm"] is not None]
+        weights = [r["weight_norm"] for r in ps if r["grad_norm"] is not None and r["weight_norm"] is not None]
+        gn = math.sqrt(sum(n * n for n in norms)) if norms else None
+        wn = math.sqrt(sum(n * n for n in weights)) if weights else None
+        units = [(r["dead_units"], r["units"]) for r in ps if r.get("dead_units") is not None]
+        kind = kinds.get(name) or {}
         layers.append({"layer": name, "model": ps[0]["model"], "params": [r["name"] for r in ps],
-                       "grad_norm": math.sqrt(sum(n * n for n in norms)) if norms else None,
+                       "grad_norm": gn, "weight_norm": wn, "ratio": gn / wn if gn is not None and wn else None,
+                       "type": kind.get("type"), "activation": kind.get("activation"),
+                       "activation_name": kind.get("activation_name"),
+                       "dead_units": units[0][0] if units else None, "units": units[0][1] if units else None,
                        "status": _layer_status(ps), "ratio_to_next": None, "finding": None})
     findings: list[dict[str, Any]] = []
     for model in g["models"]:
@@ -141,6 +156,9 @@ def analyze(g: dict[str, Any]) -> dict[str, Any]:
                     "message": text.format(layer=a["layer"], norm=f"{a['grad_norm']:.3g}", ratio=f"{r:.3g}",
                                            next=b["layer"], next_norm=f"{b['grad_norm']:.3g}",
                                            limit=f"{COLLAPSE if kind == 'collapse' else EXPLODE:g}")})
+        findings += _outlier_findings([L for L in layers if L["model"] == model and L["status"] == "ok"
+                                       and L["ratio"]])
+        findings += _stack_findings([L for L in chain if L["grad_norm"]])
         bad = [r for r in rows if r["model"] == model and (r["nan"] or 0) + (r["inf"] or 0)]
         if bad:
             nearest = bad[-1]
@@ -153,7 +171,12 @@ def analyze(g: dict[str, Any]) -> dict[str, Any]:
                                "NaN/Inf gradients in {n} parameters: {params}; nearest the loss (last in module "
                                "order): {nearest}", len(bad)).format(
                     n=f"{len(bad):,}", params=listed, nearest=nearest["name"])})
-    zero = [L["layer"] for L in layers if L["status"] == "zero"]
+    dead, explained = _dead_relu_findings(layers, g["models"])
+    for L in layers:  # an all-zero layer behind a dead ReLU: that finding, not a collapse
+        if L["layer"] in explained and L["finding"] == "collapse":
+            L["finding"] = None
+    findings = [f for f in findings if not (f["kind"] == "collapse" and f["layer"] in explained)] + dead
+    zero = [L["layer"] for L in layers if L["status"] == "zero" and L["layer"] not in explained]
     if zero:
         findings.append({"kind": "zero", "layer": zero[0], "layers": zero,
                          "message": tr("every gradient entry is exactly 0 in {layers} (saturated or dead "
@@ -186,7 +209,163 @@ def analyze(g: dict[str, Any]) -> dict[str, Any]:
                 "largest_norm": hi["grad_norm"], "decades": math.log10(hi["grad_norm"] / lo["grad_norm"])}
     return {**g, "layers": layers, "findings": findings, "frozen": len(frozen), "span": span,
             "rule": {"collapse_below": COLLAPSE, "explode_above": EXPLODE,
-                     "compared_with": "the next layer in module order"}}
+                     "compared_with": "the next layer in module order", "stack_step": STACK_STEP,
+                     "stack_span": STACK_SPAN, "outlier_decades": OUTLIER_DECADES, "dead_units": DEAD_UNITS}}
+
+
+def compact_names(names: list[str]) -> str:
+    """Layers as ranges: `model.squash.0.0` ... `model.squash.5.0` -> `model.squash.0–5`,
+    `model.0`, `model.2`, `model.4` -> `model.0–4`; other names as they are, comma-separated."""
+    out: list[str] = []
+    group: list[tuple[str, int]] = []
+
+    def flush() -> None:
+        if len(group) >= 2:
+            out.append(f"{group[0][0]}.{group[0][1]}–{group[-1][1]}")
+        else:
+            out.extend(f"{p}.{i}" for p, i in group)
+        group.clear()
+
+    for name in names:
+        parts = name.split(".")
+        at = next((k for k, part in enumerate(parts) if part.isdigit() and k > 0), None)
+        if at is None:
+            flush()
+            out.append(name)
+            continue
+        prefix, index = ".".join(parts[:at]), int(parts[at])
+        if group and (group[-1][0] != prefix or index <= group[-1][1]):
+            flush()
+        group.append((prefix, index))
+    flush()
+    return ", ".join(out)
+
+
+def _group_key(name: str) -> str:
+    parts = name.split(".")
+    at = next((k for k, part in enumerate(parts) if part.isdigit() and k > 0), None)
+    return ".".join(parts[:at]) if at is not None else name
+
+
+def _stack_findings(chain: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Vanishing / exploding gradients through a stack: within one group of numbered layers
+    (`model.squash.0` ... `.5`, or `model.0`, `.2`, ... of one Sequential), consecutive layers whose
+    norms shrink (grow) by more than STACK_STEP each step going back from the loss, over
+    STACK_LAYERS layers or more and by STACK_SPAN or more in all. A single drop of COLLAPSE is the
+    collapse finding; a run that holds a layer already flagged (a ratio outlier) is its finding."""
+    out: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+    kind: str | None = None
+
+    def close() -> None:
+        if kind is not None and len(run) >= STACK_LAYERS and not any(L["finding"] for L in run[:-1]):
+            total = run[0]["grad_norm"] / run[-1]["grad_norm"]
+            if (total <= STACK_SPAN) if kind == "vanishing" else (total >= 1 / STACK_SPAN):
+                out.append(_stack_finding(kind, list(run), total ** (1 / (len(run) - 1))))
+
+    for a, b in itertools.pairwise(chain):
+        r = a["grad_norm"] / b["grad_norm"]
+        step = ("vanishing" if COLLAPSE <= r < STACK_STEP else "exploding" if 1 / STACK_STEP < r <= EXPLODE
+                else None)
+        if step is not None and _group_key(a["layer"]) != _group_key(b["layer"]):
+            step = None
+        if step is not None and step == kind and run and run[-1] is a:
+            run.append(b)
+            continue
+        close()
+        run, kind = ([a, b], step) if step is not None else ([], None)
+    close()
+    return out
+
+
+def _stack_finding(kind: str, run: list[dict[str, Any]], per: float) -> dict[str, Any]:
+    names = compact_names([L["layer"] for L in run])
+    acts = {L["activation"] for L in run if L["activation"]}
+    act = f" ({acts.pop()})" if len(acts) == 1 else ""
+    first, last = run[0], run[-1]
+    decades = abs(math.log10(first["grad_norm"] / last["grad_norm"]))
+    if kind == "vanishing":
+        text = tr("vanishing gradients through `{layers}`{activation}, ×{per} per block: grad norm {first_norm} at "
+                  "{first} against {last_norm} at {last} ({decades} decades over {n} layers); a saturating "
+                  "activation (sigmoid's slope is at most 1/4), an init too small, or no normalization or "
+                  "residual path between blocks")
+    else:
+        text = tr("exploding gradients through `{layers}`{activation}, ×{per} per block: grad norm {first_norm} at "
+                  "{first} against {last_norm} at {last} ({decades} decades over {n} layers); an init too large "
+                  "for the depth, no normalization between blocks: scale the init down, normalize, or clip "
+                  "(clip_grad_norm_)")
+    return {"kind": kind, "layer": first["layer"], "layers": [L["layer"] for L in run], "per_block": per,
+            "activation": act.strip(" ()") or None,
+            "message": text.format(layers=names, activation=act, per=f"{per:.2g}", first_norm=f"{first['grad_norm']:.2g}",
+                                   first=first["layer"], last_norm=f"{last['grad_norm']:.2g}", last=last["layer"],
+                                   decades=f"{decades:.1f}", n=len(run))}
+
+
+def _outlier_findings(chain: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A layer whose grad/weight ratio is OUTLIER_DECADES or more above, or below, both its
+    neighbours' (in module order, layers with finite, nonzero gradients): its effective step
+    size is that much larger or smaller than theirs."""
+    out: list[dict[str, Any]] = []
+    for prev, mid, nxt in zip(chain, chain[1:], chain[2:], strict=False):
+        if mid["finding"]:  # a collapse or an explosion there says more
+            continue
+        d_prev = math.log10(mid["ratio"] / prev["ratio"])
+        d_next = math.log10(mid["ratio"] / nxt["ratio"])
+        if min(abs(d_prev), abs(d_next)) >= OUTLIER_DECADES and (d_prev > 0) == (d_next > 0):
+            mid["finding"] = "ratio_outlier"
+            times = 10 ** min(abs(d_prev), abs(d_next))  # at least this much off each neighbour
+            text = (tr("the grad/weight ratio of {layer} ({ratio}) is {times}× below its neighbours' ({prev} "
+                       "{prev_ratio}, {next} {next_ratio}): with one learning rate it barely moves; check its init "
+                       "and scale (weights of norm {weight_norm})") if d_prev < 0 else
+                    tr("the grad/weight ratio of {layer} ({ratio}) is {times}× above its neighbours' ({prev} "
+                       "{prev_ratio}, {next} {next_ratio}): with one learning rate it moves far more than they do; "
+                       "check its init and scale (weights of norm {weight_norm})"))
+            out.append({"kind": "ratio_outlier", "layer": mid["layer"], "ratio": mid["ratio"],
+                        "neighbours": [prev["layer"], nxt["layer"]],
+                        "message": text.format(
+                            layer=mid["layer"], ratio=f"{mid['ratio']:.2g}", times=f"{times:,.0f}",
+                            prev=prev["layer"], prev_ratio=f"{prev['ratio']:.2g}", next=nxt["layer"],
+                            next_ratio=f"{nxt['ratio']:.2g}", weight_norm=f"{mid['weight_norm']:.3g}")})
+    return out
+
+
+def _dead_relu_findings(layers: list[dict[str, Any]], models: list[str]) -> tuple[list[dict[str, Any]], set[str]]:
+    """Dead ReLUs: a layer whose every gradient entry is 0 and whose output goes through a ReLU
+    (the ReLU passes nothing back: its inputs were all below 0), with the all-zero layers before
+    it that it starves; and layers with DEAD_UNITS or more of their units dead behind a ReLU
+    (their weight-gradient rows all 0)."""
+    out: list[dict[str, Any]] = []
+    explained: set[str] = set()
+    for model in models:
+        mine = [L for L in layers if L["model"] == model]
+        for i in reversed(range(len(mine))):  # from the loss back: the first all-zero layer met is the dead one
+            L = mine[i]
+            if L["status"] == "zero" and L["activation"] in RELUS and L["layer"] not in explained:
+                before: list[str] = []
+                for P in reversed(mine[:i]):
+                    if P["status"] != "zero":
+                        break
+                    before.insert(0, P["layer"])
+                explained.update([L["layer"], *before])
+                text = tr("dead ReLU: every gradient of {layer} is 0: the {activation} after it ({relu}) outputs 0 for "
+                          "every input of this batch (its inputs are all below 0), so nothing flows back through it"
+                          "{starved}; a large negative bias, a learning rate too high, or inputs not normalized")
+                starved = (tr(", nor to the layers before it ({layers})").format(layers=compact_names(before))
+                           if before else "")
+                out.append({"kind": "dead_relu", "layer": L["layer"], "relu": L["activation_name"],
+                            "layers": [*before, L["layer"]],
+                            "message": text.format(layer=L["layer"], activation=L["activation"],
+                                                   relu=L["activation_name"], starved=starved)})
+            elif (L["status"] == "ok" and L["activation"] in RELUS and L["dead_units"] and L["units"]
+                  and L["dead_units"] / L["units"] >= DEAD_UNITS):
+                out.append({"kind": "dead_units", "layer": L["layer"], "relu": L["activation_name"],
+                            "dead_units": L["dead_units"], "units": L["units"],
+                            "message": tr("{dead} of {units} units of {layer} get no gradient (their weight-gradient "
+                                          "rows are all 0): the {activation} after it ({relu}) never fired for them "
+                                          "on this batch (dead units)").format(
+                                dead=L["dead_units"], units=L["units"], layer=L["layer"], activation=L["activation"],
+                                relu=L["activation_name"])})
+    return out, explained
 
 
 # ---------------------------------------------------------------- --graph: summary
@@ -215,6 +394,9 @@ def _num(v: float | None) -> str:
     return "—" if v is None else f"{v:.3g}"
 
 
+STATE_TEXT = {"collapse": N_("collapses here"), "explode": N_("explodes here"), "vanishing": N_("vanishing"),
+              "exploding": N_("exploding"), "ratio_outlier": N_("ratio far off"), "dead_relu": N_("dead ReLU"),
+              "dead_units": N_("dead units")}
 _NONE_TEXT = {"frozen": N_("frozen"), "in_graph": N_("None (in graph, not reached yet)"),
               "not_in_graph": N_("None (not in the graph)"), "no_graph": N_("None (never reached)")}
 
@@ -226,7 +408,11 @@ def grads_group(r: dict[str, Any]) -> Group:
                                 (tr("grad norm"), True, False), ("grad/weight", True, False), ("NaN", True, False),
                                 ("Inf", True, False), (tr("zeros"), True, False), ("grad", False, False)):
         t.add_column(col, justify="right" if right else "left", no_wrap=no_wrap)
-    flagged = {f["layer"]: f["kind"] for f in r["findings"] if f["kind"] in ("collapse", "explode")}
+    flagged: dict[str, str] = {}
+    for f in r["findings"]:
+        if f["kind"] in STATE_TEXT:
+            for layer in f.get("layers") if f["kind"] in ("vanishing", "exploding", "dead_relu") else [f["layer"]]:
+                flagged.setdefault(layer, f["kind"])
     for p in r["params"]:
         bad = (p["nan"] or 0) + (p["inf"] or 0)
         if not p["grad"]:
@@ -235,8 +421,7 @@ def grads_group(r: dict[str, Any]) -> Group:
         elif bad:
             state = Text("NaN/Inf", style="bold red")
         elif p["layer"] in flagged:
-            state = Text(tr("collapses here") if flagged[p["layer"]] == "collapse" else tr("explodes here"),
-                         style="bold red")
+            state = Text(tr(STATE_TEXT[flagged[p["layer"]]]), style="bold red")
         else:
             state = Text(tr("ok"), style="green")
         t.add_row(str(p["rank"] or ""), Text(p["name"], style="bold"), _shape(p["shape"]),

@@ -95,6 +95,24 @@ def _named_parameters(mods: list[tuple[str, Any]]) -> list[tuple[str, str, str, 
     return out
 
 
+def _layer_kinds(mods: list[tuple[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per layer (a module with parameters of its own), its type and the activation that
+    follows it: the first module after it in module order with no parameters and no children
+    (a Sigmoid, a ReLU), before the next layer. Module order is taken as forward order."""
+    out: dict[str, dict[str, Any]] = {}
+    for var, m in mods:
+        last: str | None = None
+        for name, sub in m.named_modules():
+            full = f"{var}.{name}" if name else var
+            if next(iter(sub.parameters(recurse=False)), None) is not None:
+                last = full
+                out.setdefault(full, {"type": type(sub).__name__, "activation": None, "activation_name": None})
+            elif last is not None and next(iter(sub.children()), None) is None:
+                if out[last]["activation"] is None:
+                    out[last].update(activation=type(sub).__name__, activation_name=full)
+    return out
+
+
 def _graph_roots(entries: list[tuple[str, Any]], torch: Any) -> list[tuple[str, Any]]:
     roots: list[tuple[str, Any]] = []
     for name, v in entries:
@@ -169,6 +187,7 @@ def grads(globs: dict[str, Any], locs: dict[str, Any]) -> dict[str, Any]:
                 "grad": False, "none_reason": None, "graphs": reached.get(id(p), []),
                 "grad_norm": None, "weight_norm": None, "ratio": None,
                 "nan": None, "inf": None, "zeros": None, "zero_fraction": None, "sparse": False,
+                "dead_units": None, "units": None,
             }
             rows.append(row)
             g = probe._grad_of(p)
@@ -191,11 +210,17 @@ def grads(globs: dict[str, Any], locs: dict[str, Any]) -> dict[str, Any]:
             acc = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else None
             wide = torch.float32 if x.device.type == "mps" else torch.float64
             # Norms and a nonzero count are fast reductions; NaN/Inf are counted only where the
-            # norm says there are some (isnan/isfinite cost ~15x a norm on CPU, measured).
+            # norm says there are some (isnan/isfinite cost ~15x a norm on CPU, measured). For a
+            # weight (2 dims or more), the output units whose whole gradient row is 0 (dead units).
+            if x.dim() >= 2 and not g.is_sparse and x.shape[0] and x.numel():
+                dead = (torch.count_nonzero(x.reshape(x.shape[0], -1), dim=1) == 0).sum().to(wide)
+            else:
+                dead = torch.zeros((), dtype=wide, device=x.device) - 1
             stats = torch.stack([
                 torch.linalg.vector_norm(x, dtype=acc).to(wide),
                 torch.linalg.vector_norm(p.detach(), dtype=acc).to(wide),
                 torch.count_nonzero(x).to(wide),
+                dead,
             ])
             pending.setdefault(str(x.device), []).append((len(rows) - 1, int(x.numel()), stats))
             del g, x, stats
@@ -210,7 +235,7 @@ def grads(globs: dict[str, Any], locs: dict[str, Any]) -> dict[str, Any]:
                 torch.linalg.vector_norm(x.double() if x.device.type != "mps" else x).to(wide)])))
             del g, x
         counts = _read(torch, pending)
-        for i, (n, (gn, wn, nonzero)) in values.items():
+        for i, (n, (gn, wn, nonzero, dead)) in values.items():
             row = rows[i]
             nan = inf = 0
             if i in counts:
@@ -218,13 +243,14 @@ def grads(globs: dict[str, Any], locs: dict[str, Any]) -> dict[str, Any]:
                 nan, inf = int(nan_f), int(nonfinite - nan_f)
                 gn = wide_norm if not nonfinite else gn  # finite entries that overflowed the norm
             zeros = n - int(nonzero)
-            row.update(nan=nan, inf=inf, zeros=zeros, zero_fraction=(zeros / n) if n else 0.0)
+            row.update(nan=nan, inf=inf, zeros=zeros, zero_fraction=(zeros / n) if n else 0.0,
+                       dead_units=None if dead < 0 else int(dead), units=None if dead < 0 else int(row["shape"][0]))
             row["grad_norm"] = _finite(gn) if not (nan or inf) else None  # NaN/Inf: no norm
             row["weight_norm"] = _finite(wn)
             row["ratio"] = (_finite(gn / wn) if wn and row["grad_norm"] is not None
                             and row["weight_norm"] is not None else None)
     return {"models": [name for name, _ in mods], "graph_roots": [name for name, _ in roots],
-            "params": rows}
+            "params": rows, "layer_kinds": _layer_kinds(mods)}
 
 
 # ---------------------------------------------------------------- --graph

@@ -205,3 +205,96 @@ def test_nan_and_inf_are_counted_and_zeros_found(probes: Any) -> None:
     w, b = rows["lin.weight"], rows["lin.bias"]
     assert (w["nan"], w["inf"], w["zeros"], w["grad_norm"], w["ratio"]) == (1, 2, 7, None, None)
     assert (b["nan"], b["inf"], b["zeros"], b["grad_norm"], b["zero_fraction"]) == (0, 0, 3, 0.0, 1.0)
+
+
+def _layer_norms(name: str, model: str = "model") -> dict[str, float]:
+    """The oracle: the fixture run here, each layer's L2 grad norm over its parameters."""
+    import runpy
+
+    ns = runpy.run_path(str(FIXTURES / name))
+    out = {}
+    for sub_name, sub in ns[model].named_modules():
+        ps = [p for p in sub.parameters(recurse=False) if p.grad is not None]
+        if ps:
+            out[f"{model}.{sub_name}"] = float(torch.sqrt(sum(p.grad.detach().double().pow(2).sum() for p in ps)))
+    return out
+
+
+def _flat(s: str) -> str:
+    return " ".join(s.split())  # lines wrap where the terminal ends
+
+
+def test_grads_name_a_vanishing_sigmoid_stack(inspect_cli: Any) -> None:
+    res = run_at_marker(inspect_cli, "vanishing_stack.py", "--grads", "--format", "json")
+    assert res.rc == 0, res.err
+    (f,) = res.json()["grads"]["findings"]
+    assert f["kind"] == "vanishing" and f["activation"] == "Sigmoid"
+    assert f["layers"] == [f"model.squash.{i}.0" for i in range(6)]
+    norms = _layer_norms("vanishing_stack.py")
+    per = (norms["model.squash.0.0"] / norms["model.squash.5.0"]) ** (1 / 5)
+    assert f["per_block"] == pytest.approx(per, rel=1e-6)
+    out = _flat(run_at_marker(inspect_cli, "vanishing_stack.py", "--grads").out)
+    assert f"vanishing gradients through `model.squash.0–5` (Sigmoid), ×{per:.2g} per block" in out
+    assert "model.squash.0.0.weight (32, 32)" in out and "vanishing" in out
+
+
+def test_grads_name_the_exploding_layer(inspect_cli: Any) -> None:
+    res = run_at_marker(inspect_cli, "exploding_layer.py", "--grads", "--format", "json")
+    assert res.rc == 0, res.err
+    (f,) = res.json()["grads"]["findings"]
+    norms = _layer_norms("exploding_layer.py")
+    assert (f["kind"], f["layer"], f["next_layer"]) == ("explode", "model.embed", "model.body.0")
+    assert f["ratio"] == pytest.approx(norms["model.embed"] / norms["model.body.0"], rel=1e-6)
+    out = _flat(run_at_marker(inspect_cli, "exploding_layer.py", "--grads").out)
+    assert "gradients explode at model.embed:" in out and "explodes here" in out
+
+
+def test_grads_name_the_dead_relu_and_the_layer_whose_ratio_is_off(inspect_cli: Any) -> None:
+    import runpy
+
+    ns = runpy.run_path(str(FIXTURES / "dead_relu.py"))  # the oracle: the ReLU's output, all 0
+    with torch.no_grad():
+        assert not ns["model"][:4](ns["x"]).any()
+    res = run_at_marker(inspect_cli, "dead_relu.py", "--grads", "--format", "json")
+    assert res.rc == 0, res.err
+    g = res.json()["grads"]
+    by_kind = {f["kind"]: f for f in g["findings"]}
+    assert set(by_kind) == {"dead_relu", "ratio_outlier"}  # no collapse or zero finding besides
+    dead = by_kind["dead_relu"]
+    assert (dead["layer"], dead["relu"], dead["layers"]) == ("model.2", "model.3", ["model.0", "model.2"])
+    odd = by_kind["ratio_outlier"]
+    assert odd["layer"] == "enc.2" and odd["neighbours"] == ["enc.0", "enc.3"]
+    layers = {L["layer"]: L for L in g["layers"]}
+    assert min(layers["enc.0"]["ratio"], layers["enc.3"]["ratio"]) / layers["enc.2"]["ratio"] >= 100
+    out = _flat(run_at_marker(inspect_cli, "dead_relu.py", "--grads").out)
+    assert "dead ReLU: every gradient of model.2 is 0: the ReLU after it (model.3) outputs 0" in out
+    assert "nor to the layers before it (model.0)" in out
+    assert "the grad/weight ratio of enc.2" in out and "below its neighbours' (enc.0" in out
+
+
+def test_stack_rule_and_dead_units_on_the_probe_rows() -> None:
+    """The rules on the probe's rows, in this process: a growing stack is exploding; a stack
+    of three layers or a drop at one layer is not a stack; half the units dead behind a ReLU."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(5) for m in (nn.Linear(8, 8), nn.Tanh())], nn.Linear(8, 1))
+    model(torch.randn(4, 8)).sum().backward()
+    with torch.no_grad():
+        for i, k in enumerate(range(0, 12, 2)):  # the gradient set to grow 10x per block going back
+            for p in model[k].parameters():
+                p.grad.copy_(torch.full_like(p, 10.0 ** (5 - i)))
+    sys.modules.setdefault(grads_probe.PROBE_NAME, probe)
+    g = grad_reports.analyze(grads_probe.grads({"model": model}, {}))
+    (f,) = [f for f in g["findings"] if f["kind"] == "exploding"]
+    assert f["layers"] == ["model.0", "model.2", "model.4", "model.6", "model.8", "model.10"]
+    # 10^5 at model.0 (72 entries) down to 1 at the head (9 entries), over five steps
+    assert f["per_block"] == pytest.approx((1e5 * 72 ** 0.5 / 9 ** 0.5) ** (1 / 5))
+    assert grad_reports.compact_names(f["layers"]) == "model.0–10"
+    assert grad_reports.compact_names(["model.squash.0.0", "model.squash.1.0", "model.head"]) == \
+        "model.squash.0–1, model.head"
+    relu = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    with torch.no_grad():
+        relu[0].bias[:4] = -100.0  # four of eight units never fire
+    relu(torch.randn(16, 4)).sum().backward()
+    g = grad_reports.analyze(grads_probe.grads({"relu": relu}, {}))
+    (d,) = [f for f in g["findings"] if f["kind"] == "dead_units"]
+    assert (d["layer"], d["dead_units"], d["units"], d["relu"]) == ("relu.0", 4, 8, "relu.1")

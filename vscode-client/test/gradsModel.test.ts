@@ -38,3 +38,23 @@ test("3 significant digits as Python's .3g", () => {
   assert.equal(general3(0.0001), "0.0001");
   assert.equal(general3(null), "—");
 });
+
+// The same report for tests/fixtures/grads/vanishing_stack.py and dead_relu.py (issue 32's cases).
+const stack: GradReport = JSON.parse(readFileSync(resolve(__dirname, "../test/fixtures/grads-vanishing-stack.json"), "utf8"));
+const dead: GradReport = JSON.parse(readFileSync(resolve(__dirname, "../test/fixtures/grads-dead-relu.json"), "utf8"));
+
+test("a vanishing stack, a dead ReLU and a ratio outlier are named on their rows", () => {
+  const v = gradsView(stack);
+  const row = (view: typeof v, name: string) => view.rows.find((r) => r.name === name)!;
+  assert.deepEqual(v.findings.map((f) => f.kind), ["vanishing"]);
+  assert.match(v.findings[0].message, /^vanishing gradients through `model\.squash\.0–5` \(Sigmoid\), ×0\.\d+ per block/);
+  assert.equal(row(v, "model.squash.0.0.weight").state, "vanishing");
+  assert.equal(row(v, "model.squash.5.0.bias").state, "vanishing");
+  assert.equal(row(v, "model.head.weight").state, "ok");
+  const d = gradsView(dead);
+  assert.deepEqual(d.findings.map((f) => f.kind), ["ratio_outlier", "dead_relu"]);
+  assert.equal(row(d, "model.2.weight").state, "dead ReLU");
+  assert.equal(row(d, "model.0.weight").state, "dead ReLU"); // starved by it
+  assert.equal(row(d, "model.4.weight").state, "ok");
+  assert.equal(row(d, "enc.2.weight").state, "ratio far off");
+});

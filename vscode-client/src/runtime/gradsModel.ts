@@ -26,10 +26,22 @@ export interface GradParam {
 }
 
 export interface GradFinding {
-  kind: string; // collapse | explode | nonfinite | zero | no_grad
+  kind: string; // collapse | explode | vanishing | exploding | ratio_outlier | dead_relu | dead_units | nonfinite | zero | no_grad
   layer: string;
+  layers?: string[]; // vanishing / exploding: the stack; dead_relu: the dead layer and those it starves
   message: string;
 }
+
+/** The table's word for a parameter of a flagged layer (grad_reports.STATE_TEXT). */
+const STATE_TEXT: Record<string, () => string> = {
+  collapse: () => l10n.t("collapses here"),
+  explode: () => l10n.t("explodes here"),
+  vanishing: () => l10n.t("vanishing"),
+  exploding: () => l10n.t("exploding"),
+  ratio_outlier: () => l10n.t("ratio far off"),
+  dead_relu: () => l10n.t("dead ReLU"),
+  dead_units: () => l10n.t("dead units"),
+};
 
 export interface GradReport {
   models: string[];
@@ -84,7 +96,12 @@ const modules = (n: number): string => (n === 1 ? l10n.t("{0} module", n) : l10n
 
 /** The table and findings `inspect --grads` prints (grad_reports.grads_group), as panel rows. */
 export function gradsView(r: GradReport): GradsView {
-  const flagged = new Map(r.findings.filter((f) => f.kind === "collapse" || f.kind === "explode").map((f) => [f.layer, f.kind]));
+  const flagged = new Map<string, string>();
+  for (const f of r.findings) {
+    if (!(f.kind in STATE_TEXT)) continue;
+    const stack = ["vanishing", "exploding", "dead_relu"].includes(f.kind) && f.layers ? f.layers : [f.layer];
+    for (const layer of stack) if (!flagged.has(layer)) flagged.set(layer, f.kind);
+  }
   const rows = r.params.map((p): GradRow => {
     const bad = (p.nan ?? 0) + (p.inf ?? 0);
     let state: string;
@@ -95,7 +112,7 @@ export function gradsView(r: GradReport): GradsView {
     } else if (bad) {
       [state, tone] = ["NaN/Inf", "bad"];
     } else if (flagged.has(p.layer)) {
-      [state, tone] = [flagged.get(p.layer) === "collapse" ? l10n.t("collapses here") : l10n.t("explodes here"), "bad"];
+      [state, tone] = [STATE_TEXT[flagged.get(p.layer) as string](), "bad"];
     } else {
       [state, tone] = [l10n.t("ok"), "ok"];
     }
