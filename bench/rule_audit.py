@@ -6,8 +6,11 @@
     python bench/rule_audit.py --load OUT.json [--sample N --seed S --rules ...] [--compare OLD.json]
 
 Each corpus in `CORPORA` below is linted with
-`stridelens check --format json --no-config -j N PATHS...`, run inside bench/_corpus/
-(git-ignored; the code there is only unzipped or copied, never imported). Printed:
+`stridelens check --format json --no-config --select ALL -j N PATHS...`, run inside
+bench/_corpus/ (git-ignored; the code there is only unzipped or copied, never imported).
+`--select ALL`: every rule is measured, those off by default included (server/rules
+`OFF_BY_DEFAULT`), so an audit can tell when one of them reaches the 0.9 that puts it back on;
+a finding's code says whether its rule is on by default. Printed:
 files, lines, seconds and findings per corpus, a corpus x rule table of counts, and a
 corpus x severity table. `--json OUT` writes the counts and every finding (paths relative to
 bench/_corpus/). `--sample N` prints N random findings per rule (`--rules`, default SL1 and
@@ -298,7 +301,7 @@ def make_engine(bin_path: str | None, pythonpath: str | None) -> Engine:
 
 
 def run_check(engine: Engine, paths: list[Path], jobs: int) -> tuple[float, list[dict[str, Any]], list[str]]:
-    argv = [*engine.argv, "check", "--format", "json", "--no-config", "-j", str(jobs),
+    argv = [*engine.argv, "check", "--format", "json", "--no-config", "--select", "ALL", "-j", str(jobs),
             *(str(p.relative_to(CORPUS)) for p in paths)]
     start = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=engine.env, cwd=CORPUS)
@@ -420,7 +423,8 @@ def main() -> int:
         parser.error(f"unknown corpora {unknown}; known: {', '.join(CORPORA)}")
     engine = make_engine(args.bin, args.pythonpath)
     print(f"engine: {engine.description}; PYTHONHASHSEED={engine.env['PYTHONHASHSEED']}")
-    print(f"command: {' '.join(engine.argv)} check --format json --no-config -j {args.jobs} PATHS (cwd {CORPUS})")
+    print(f"command: {' '.join(engine.argv)} check --format json --no-config --select ALL -j {args.jobs} PATHS "
+          f"(cwd {CORPUS})")
 
     rows: dict[str, dict[str, Any]] = {}
     all_findings: list[dict[str, Any]] = []

@@ -1,5 +1,6 @@
 """More catalogue cases: retain_graph, backward twice, .data, anomaly mode, retain_grad,
-missing zero_grad, TypedStorage. Analysed statically, never run by stridelens."""
+missing zero_grad, TypedStorage. Analysed statically, never run by stridelens.
+Some of these rules are off by default: `stridelens check --select ALL` shows every one."""
 
 import torch
 

@@ -1,5 +1,7 @@
 """Autograd pitfalls the rules catalogue flags (SL201, SL205, SL206, SL209, SL210).
 
+SL201, SL205, SL206 and SL210 are off by default (below precision 0.9 on a fresh audit):
+`stridelens check --select ALL examples/training_pitfalls.py` shows them all.
 Never run by stridelens: it is analysed statically.
 """
 

@@ -1,8 +1,9 @@
 """Project configuration: `[tool.stridelens]` in the nearest pyproject.toml.
 
     [tool.stridelens]
-    select = ["SL1", "SL2"]        # codes or prefixes (default: all)
-    ignore = ["SL104"]
+    select = ["SL1", "SL2"]        # codes, prefixes or "ALL" (default: the rules on by default;
+                                   # a rule off by default runs where select names it or a prefix)
+    ignore = ["SL103"]
     exclude = ["legacy/"]           # extra path parts skipped by `stridelens check`
     no-grad-functions = ["eval_step"]  # methods your framework calls with grad disabled
     [tool.stridelens.severity]

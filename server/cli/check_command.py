@@ -61,7 +61,9 @@ def register(commands: Any) -> None:
     )
     sub.add_argument("paths", nargs="+", metavar="PATH", help=tr("files or directories (walked recursively)"))
     sub.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    sub.add_argument("--select", metavar="CODES", help=tr("comma-separated codes or prefixes (SL1,SL203)"))
+    sub.add_argument("--select", metavar="CODES", help=tr(
+        "comma-separated codes or prefixes (SL1,SL203), or ALL; they may name rules that are off by "
+        "default (default: the rules on by default, see `stridelens rule --all`)"))
     sub.add_argument("--ignore", metavar="CODES", help=tr("comma-separated codes or prefixes to skip"))
     sub.add_argument("--fix", action="store_true", help=tr("apply safe fixes in place"))
     sub.add_argument("--unsafe-fixes", action="store_true", help=tr("with --fix/--diff: also apply fixes that change behaviour"))
@@ -333,7 +335,8 @@ def render_sarif(findings: list[Finding], notebooks: dict[str, NotebookProgram] 
                 "fullDescription": {"text": rule.doc.what},
                 "help": {"text": f"{rule.doc.why}\n\nFix: {rule.doc.fix}"},
                 "helpUri": rule.url,
-                "defaultConfiguration": {"level": level[rule.severity]},
+                # SARIF's `enabled`: whether the rule runs when nothing is selected.
+                "defaultConfiguration": {"level": level[rule.severity], "enabled": rule.default},
             }
         )
     results = []

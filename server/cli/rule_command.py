@@ -34,6 +34,11 @@ def _rule_json(rule: Any) -> dict[str, Any]:
         "example": rule.doc.example,
         "fix": rule.doc.fix,
         "safe_fix": rule.safe_fix,
+        # Whether it runs when nothing is selected; for an off-by-default rule, the precision a
+        # fresh audit measured on real code and that audit.
+        "default": rule.default,
+        "precision": rule.precision,
+        "measured_in": rule.measured_in,
     }
 
 
@@ -49,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
             width = max(len(r.name) for r in rules)
             for r in rules:
                 severity = severity_name(r.severity)
-                print(f"{r.code}  {r.name.ljust(width)}  {severity:<11}  {tr(r.summary)}")
+                off = "" if r.default else tr(" (off by default: precision {precision})").format(precision=tr(r.precision or "?"))
+                print(f"{r.code}  {r.name.ljust(width)}  {severity:<11}  {tr(r.summary)}{off}")
         return 0
     if not args.code:
         print(tr("stridelens rule: give a rule code (e.g. SL101) or --all"), file=sys.stderr)

@@ -3,7 +3,10 @@
 
 Keys (the same in initializationOptions and in the `stridelens` configuration section):
 
-    select        list of rule codes / prefixes to run            default ["SL"]
+    select        list of rule codes / prefixes (or "ALL") to run  default []: the rules on
+                  by default (a rule off by default runs only where select names it:
+                  its code, a prefix of it, or ALL; stridelens.server.rules); [] in a
+                  layer keeps what the layer below selects
     ignore        list of rule codes / prefixes to skip           default []
     severity      {"SL103": "warning", ...} overrides             default {}
     inlayHints    "off" | "shapes" | "strides" (shapes+strides)   default "shapes"
@@ -32,7 +35,7 @@ SEVERITIES = {s.value: s for s in Severity}
 
 @dataclass(frozen=True)
 class Settings:
-    select: tuple[str, ...] = ("SL",)
+    select: tuple[str, ...] = ()  # (): the default selection (rules on by default)
     ignore: tuple[str, ...] = ()
     severity: Mapping[str, Severity] = field(default_factory=dict)
     inlay_hints: str = "shapes"
@@ -59,11 +62,11 @@ def _codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...] | None:
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         problems.append(tr('`{key}` must be a list of rule codes (like ["SL101", "SL2"]), got {value!r}').format(key=key, value=value))
         return None
-    bad = [v for v in value if not v.upper().startswith("SL")]
+    bad = [v for v in value if not v.strip().upper().startswith("SL") and v.strip().upper() != "ALL"]
     if bad:
         problems.append(tr("`{key}`: not stridelens rule codes: {codes}").format(key=key, codes=", ".join(map(repr, bad))))
         return None
-    return tuple(v.upper() for v in value)
+    return tuple(v.strip().upper() for v in value)
 
 
 def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, list[str]]:
@@ -81,8 +84,8 @@ def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, lis
             continue
         if key == "select":
             codes = _codes(value, key, problems)
-            if codes is not None:
-                out = replace(out, select=codes or ("SL",))
+            if codes:  # [] keeps the layer below: pyproject's select, else the default selection
+                out = replace(out, select=codes)
         elif key == "ignore":
             codes = _codes(value, key, problems)
             if codes is not None:

@@ -1,7 +1,9 @@
 """The rule catalogue as text: `python -m stridelens.server.rules.catalogue --markdown`.
 
 The README's rule table is generated from the rules' own metadata by this module (between
-`<!-- rules:start -->` and `<!-- rules:end -->`); `--write README.md` updates it in place.
+`<!-- rules:start -->` and `<!-- rules:end -->`); `--write README.md` updates it in place. Its
+"default" column says which rules run when nothing is selected, and for the others the
+precision a fresh audit measured (`rules.OFF_BY_DEFAULT`).
 """
 
 from __future__ import annotations
@@ -34,10 +36,31 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def default_state(rule: Rule) -> str:
+    """The table's "default" cell: always / on / off with the precision measured."""
+    if rule.code in ALWAYS_REPORTED:
+        return tr("always")
+    if rule.default:
+        return tr("on")
+    return tr("off: precision {precision}").format(precision=tr(rule.precision or "?"))
+
+
+def off_by_default_note(rule: Rule) -> str | None:
+    """What `stridelens rule` says of a rule that is off by default; None for the others."""
+    if rule.default:
+        return None
+    return tr(
+        "Off by default (precision {precision} on fresh real code, {audit}: a rule is on by default "
+        "only at 0.9 or more). Enable it with `--select {code}` (or a prefix of it such as `{prefix}`, "
+        "or `ALL`; `--select` replaces the default selection), or with `select = [\"{code}\"]` in "
+        "`[tool.stridelens]` of pyproject.toml."
+    ).format(precision=tr(rule.precision or "?"), audit=rule.measured_in or "?", code=rule.code, prefix=rule.code[:3])
+
+
 def markdown_table() -> str:
     rows = [
-        tr("| code | name | what it flags | severity | quick fix |"),
-        "|---|---|---|---|---|",
+        tr("| code | name | what it flags | severity | default | quick fix |"),
+        "|---|---|---|---|---|---|",
     ]
     for code in sorted(ALL_RULES):
         rule = ALL_RULES[code]
@@ -45,7 +68,8 @@ def markdown_table() -> str:
         if rule.safe_fix:
             fix += tr(" (safe: applied by `--fix`)")
         summary, severity = _cell(tr(rule.summary)), severity_name(rule.severity)
-        rows.append(f"| {code} | {rule.name} | {summary} | {severity} | {_cell(fix)} |")
+        state = _cell(default_state(rule))
+        rows.append(f"| {code} | {rule.name} | {summary} | {severity} | {state} | {_cell(fix)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -58,6 +82,7 @@ def _first_sentence(text: str) -> str:
 
 def render_rule(rule: Rule) -> str:
     summary = tr(rule.summary)
+    note = off_by_default_note(rule)
     lines = [
         f"# {rule.code} {rule.name}",
         "",
@@ -65,6 +90,7 @@ def render_rule(rule: Rule) -> str:
             severity=severity_name(rule.severity), summary=summary[:1].upper() + summary[1:]
         ),
         "",
+        *([note, ""] if note else []),
         tr("## What it does"),
         tr(rule.doc.what),
         "",

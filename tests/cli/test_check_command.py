@@ -59,7 +59,7 @@ def test_text_output_like_ruff(tree: Path) -> None:
 
 
 def test_json_schema_and_walk(tree: Path) -> None:
-    proc = check(".", "--format", "json", cwd=tree)
+    proc = check(".", "--format", "json", "--select", "ALL", cwd=tree)  # graph.py's SL201 is off by default
     assert proc.returncode == 1, proc.stderr
     data = json.loads(proc.stdout)
     assert {d["path"] for d in data} == {"./pkg/bad.py", "./pkg/graph.py"}
@@ -94,7 +94,9 @@ def test_select_ignore_and_config(tree: Path) -> None:
     data = json.loads(check("pkg", "--select", "SL2", "--format", "json", cwd=tree).stdout)
     assert {d["code"] for d in data} == {"SL201"}
     assert check("pkg/bad.py", "--ignore", "SL101", cwd=tree).returncode == 0
-    (tree / "pyproject.toml").write_text('[tool.stridelens]\nignore = ["SL1"]\n[tool.stridelens.severity]\nSL201 = "error"\n')
+    (tree / "pyproject.toml").write_text(
+        '[tool.stridelens]\nselect = ["ALL"]\nignore = ["SL1"]\n[tool.stridelens.severity]\nSL201 = "error"\n'
+    )
     data = json.loads(check("pkg", "--format", "json", cwd=tree).stdout)
     assert {(d["code"], d["severity"]) for d in data} == {("SL201", "error")}
     (tree / "pyproject.toml").write_text('[tool.stridelens]\nselect = ["SL999"]\n')
@@ -149,17 +151,17 @@ def test_fix_and_diff(tree: Path) -> None:
     assert target.read_text() == BAD_VIEW.replace(".view(", ".reshape(")
     # Unsafe fixes are applied only on request.
     graph = tree / "pkg" / "graph.py"
-    assert check("pkg/graph.py", "--fix", cwd=tree).returncode == 1
+    assert check("pkg/graph.py", "--fix", "--select", "SL201", cwd=tree).returncode == 1
     assert graph.read_text() == GRAPH
-    assert check("pkg/graph.py", "--fix", "--unsafe-fixes", cwd=tree).returncode == 0
+    assert check("pkg/graph.py", "--fix", "--unsafe-fixes", "--select", "SL201", cwd=tree).returncode == 0
     assert "losses.append(loss.detach())" in graph.read_text()
 
 
 def test_parallel_matches_serial(tree: Path) -> None:
     for i in range(6):
         (tree / "pkg" / f"copy{i}.py").write_text(BAD_VIEW if i % 2 else GRAPH)
-    one = check("pkg", "--format", "json", "-j", "1", cwd=tree)
-    many = check("pkg", "--format", "json", "-j", "3", cwd=tree)
+    one = check("pkg", "--format", "json", "-j", "1", "--select", "ALL", cwd=tree)
+    many = check("pkg", "--format", "json", "-j", "3", "--select", "ALL", cwd=tree)
     assert one.stdout == many.stdout
 
 

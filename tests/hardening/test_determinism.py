@@ -30,7 +30,8 @@ RUNS = [("0", "1"), ("0", "2"), ("1", "1"), ("123", "1"), ("random", "2")]
 def check(paths: list[str], seed: str, jobs: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONHASHSEED": seed}
     return subprocess.run(
-        [sys.executable, "-m", "stridelens", "check", "--format", "json", "--no-config", "-j", jobs, *paths],
+        [sys.executable, "-m", "stridelens", "check", "--format", "json", "--no-config", "--select", "ALL", "-j", jobs,
+         *paths],
         capture_output=True, text=True, timeout=180, cwd=cwd, env=env,
     )  # fmt: skip
 

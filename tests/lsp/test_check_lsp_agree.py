@@ -2,9 +2,9 @@
 
 Every rule fixture (tests/fixtures/rules/sl*.py, without the `.out.py` halves), every
 example (examples/*.py) and a few texts written here are checked with ONE
-`stridelens check --format json --no-config` run and opened in ONE language server session
-(started over stdio with an empty workspace folder, so no pyproject settings apply on either
-side). Per file, the sets of (line, column, code) must be equal: check's 1-based line and
+`stridelens check --format json --no-config --select ALL` run and opened in ONE language server
+session (started over stdio with an empty workspace folder, so no pyproject settings apply on
+either side, and `select: ["ALL"]`: every rule, those off by default included). Per file, the sets of (line, column, code) must be equal: check's 1-based line and
 1-based code-point column against the LSP diagnostic's 0-based line and UTF-16 character
 (converted with the document's own text).
 
@@ -82,7 +82,8 @@ def utf16_to_column(line: str, units: int) -> int:
 
 def run_check(paths: list[Path]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "stridelens", "check", "--format", "json", "--no-config", *map(str, paths)],
+        [sys.executable, "-m", "stridelens", "check", "--format", "json", "--no-config", "--select", "ALL",
+         *map(str, paths)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -92,7 +93,7 @@ def run_check(paths: list[Path]) -> subprocess.Popen[str]:
 
 
 async def lsp_findings(paths: list[Path], root: Path) -> dict[Path, set[Key]]:
-    client, session = await start_session(root=root)
+    client, session = await start_session(root=root, init_options={"select": ["ALL"]})
     try:
         texts = {p: p.read_text(encoding="utf-8") for p in paths}
         for path, text in texts.items():

@@ -43,6 +43,10 @@ async def test_diagnostics_have_code_severity_and_link(lsp: Session) -> None:
 
 
 async def test_more_pitfalls_reports_the_catalogue(lsp: Session) -> None:
+    from stridelens.server.rules import OFF_BY_DEFAULT
+
+    from .helpers import start_session, stop_session
+
     path = EXAMPLES / "more_pitfalls.py"
     text = path.read_text(encoding="utf-8")
     lsp.open(path.as_uri(), text)
@@ -51,7 +55,50 @@ async def test_more_pitfalls_reports_the_catalogue(lsp: Session) -> None:
     marked = {
         c for line in text.splitlines() if "# SL" in line for c in [line.split("# ")[1][:5]]
     }
-    assert marked <= codes
+    off = marked & set(OFF_BY_DEFAULT)
+    assert off and marked - off <= codes and not off & codes  # by default: the rules on by default
+    client, every = await start_session(init_options={"select": ["ALL"]})
+    try:
+        every.open(path.as_uri(), text)
+        assert marked <= {d.code for d in await exact_diagnostics(every, path.as_uri(), 1)}
+    finally:
+        await stop_session(client)
+
+
+SELECTION = Path(__file__).resolve().parents[1] / "fixtures" / "default_selection.py"
+
+
+async def test_off_by_default_rules_are_published_only_when_selected(tmp_path: Path) -> None:
+    """SL204 is off by default (tests/fixtures/default_selection.py: SL102 line 9, SL204 line 19):
+    the server shows it only where `select` names it, in its settings or in pyproject.toml."""
+    from .helpers import start_session, stop_session
+
+    text = SELECTION.read_text(encoding="utf-8")
+    path = tmp_path / "model.py"
+    path.write_text(text, encoding="utf-8")
+    uri = path.as_uri()
+
+    def found(diags: list[types.Diagnostic]) -> list[tuple[object, int]]:
+        return sorted((d.code, d.range.start.line + 1) for d in diags)
+
+    client, lsp = await start_session(root=tmp_path)
+    try:
+        lsp.open(uri, text)
+        assert found(await exact_diagnostics(lsp, uri, 1)) == [("SL102", 9)]
+        since = len(lsp.analyzed)
+        client.set_configuration({"select": ["SL204"]}, section="stridelens")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+        await lsp.wait_analyzed(uri, exact=True, since=since)
+        assert found(lsp.diagnostics(uri)) == [("SL204", 19)]
+    finally:
+        await stop_session(client)
+    (tmp_path / "pyproject.toml").write_text('[tool.stridelens]\nselect = ["SL2"]\n', encoding="utf-8")
+    client, lsp = await start_session(root=tmp_path, configuration={"select": []})  # [] keeps pyproject's
+    try:
+        lsp.open(uri, text)
+        assert found(await exact_diagnostics(lsp, uri, 1)) == [("SL204", 19)]
+    finally:
+        await stop_session(client)
 
 
 async def test_edit_breaks_syntax_then_repairs(lsp: Session) -> None:

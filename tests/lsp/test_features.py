@@ -380,7 +380,8 @@ async def test_pyproject_no_grad_functions(tmp_path: Path) -> None:
     path = tmp_path / "hook.py"
     path.write_text(EVAL_HOOK, encoding="utf-8")
     for config, expected in (("", True), ('no-grad-functions = ["my_eval_hook"]\n', False)):
-        (tmp_path / "pyproject.toml").write_text("[tool.stridelens]\n" + config, encoding="utf-8")
+        # SL206 is off by default: the project selects it.
+        (tmp_path / "pyproject.toml").write_text('[tool.stridelens]\nselect = ["ALL"]\n' + config, encoding="utf-8")
         client, lsp = await start_session(root=tmp_path)
         try:
             lsp.open(path.as_uri(), EVAL_HOOK)
