@@ -327,6 +327,16 @@ def enclosing(index: Index, node: ast.AST, kinds: tuple[type, ...]) -> ast.AST |
     return parent
 
 
+def inside(index: Index, node: ast.AST, outer: ast.AST) -> bool:
+    """Whether `outer` is a proper ancestor of `node`."""
+    parent = index.parents.get(node)
+    while parent is not None:
+        if parent is outer:
+            return True
+        parent = index.parents.get(parent)
+    return False
+
+
 def enclosing_stmt(index: Index, node: ast.AST) -> ast.stmt | None:
     current: ast.AST | None = node
     while current is not None and not isinstance(current, ast.stmt):

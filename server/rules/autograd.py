@@ -33,6 +33,7 @@ from stridelens.server.rules._helpers import (
     enclosing_stmt,
     guarding_tests,
     index_of,
+    inside,
     is_backward_call,
     is_inplace_method,
     is_optimizer_step,
@@ -605,8 +606,8 @@ def _graph_used_again(analysis: Analysis, call: ast.Call) -> bool:
     for loop in loops:
         if isinstance(loop, (ast.For, ast.AsyncFor)) and roots & {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}:
             return True  # `for loss in losses`: items of one collection, maybe of one graph
-        inside = {n.id for n in [loop, *walk_scope(loop)] if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        if graph - inside:
+        bound_in_loop = {n.id for n in [loop, *walk_scope(loop)] if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        if graph - bound_in_loop:
             return True  # built before the loop: each iteration runs through it again
     end = (call.end_lineno or call.lineno, call.end_col_offset or 0)
     for other in [*index.by_name.get("backward", ()), *index.by_name.get("grad", ())]:
@@ -614,7 +615,7 @@ def _graph_used_again(analysis: Analysis, call: ast.Call) -> bool:
             continue
         if not (is_backward_call(other) or _is_autograd_grad(analysis, other)):
             continue
-        later = (other.lineno, other.col_offset) >= end or any(_inside(index, other, loop) for loop in loops)
+        later = (other.lineno, other.col_offset) >= end or any(inside(index, other, loop) for loop in loops)
         if not later:
             continue
         other_root = _graph_roots(analysis, other)
@@ -630,14 +631,6 @@ def _graph_used_again(analysis: Analysis, call: ast.Call) -> bool:
                 return True  # the caller may run backward through it
     return False
 
-
-def _inside(index: Index, node: ast.AST, outer: ast.AST) -> bool:
-    parent = index.parents.get(node)
-    while parent is not None:
-        if parent is outer:
-            return True
-        parent = index.parents.get(parent)
-    return False
 
 
 def check_retain_graph(analysis: Analysis) -> list[Finding]:

@@ -20,11 +20,11 @@ from stridelens.server.rules import register
 from stridelens.server.rules._helpers import (
     LOOP_NODES,
     SCOPE_NODES,
-    Index,
     dot_attr_range,
     enclosing,
     enclosing_stmt,
     index_of,
+    inside,
     is_inplace_method,
     is_tensor_expr,
     line_indent,
@@ -143,16 +143,7 @@ def _before_training_loop(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFun
     if not loops:
         return False
     first = min(loop.lineno for loop in loops)
-    return getattr(node, "lineno", 0) < first and all(not _contains(index, loop, node) for loop in loops)
-
-
-def _contains(index: Index, outer: ast.AST, node: ast.AST) -> bool:
-    parent = index.parents.get(node)
-    while parent is not None:
-        if parent is outer:
-            return True
-        parent = index.parents.get(parent)
-    return False
+    return getattr(node, "lineno", 0) < first and all(not inside(index, node, loop) for loop in loops)
 
 
 def _function_of(analysis: Analysis, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

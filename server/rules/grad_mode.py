@@ -17,7 +17,7 @@ from enum import Enum
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.torch_api import GRAD_CONTEXTS
 from stridelens.server.analysis.values import GradContext, TorchRef
-from stridelens.server.rules._helpers import Index, enclosing, index_of
+from stridelens.server.rules._helpers import Index, enclosing, index_of, inside
 
 
 class GradMode(str, Enum):
@@ -147,16 +147,8 @@ def callers(analysis: Analysis, fn: FunctionNode) -> list[ast.Call]:
     for call in index.by_name.get(fn.name, ()):
         if (method and isinstance(call.func, ast.Attribute)) or (not method and isinstance(call.func, ast.Name)):
             found.append(call)
-    return [c for c in found if not _inside(index, c, fn)]
+    return [c for c in found if not inside(index, c, fn)]
 
-
-def _inside(index: Index, node: ast.AST, fn: ast.AST) -> bool:
-    parent = index.parents.get(node)
-    while parent is not None:
-        if parent is fn:
-            return True
-        parent = index.parents.get(parent)
-    return False
 
 
 def _is_method(analysis: Analysis, fn: FunctionNode) -> bool:
