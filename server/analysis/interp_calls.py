@@ -267,6 +267,8 @@ class UserCallsMixin:
         self._claim_parameters(inner)
         if not self._call_stack:
             self._outer_site = site
+        if not self.quiet_depth and not self.no_grad_follow:
+            self._followed_recording.add(fn)
         self._call_stack.append(fn)
         self._returns.append([])
         inference = self._inference_decorated(fn, root)

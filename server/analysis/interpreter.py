@@ -128,6 +128,11 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         # reached: other calls' requires_grad there is theirs only.
         self.no_grad_follow = 0
         self._no_grad_nodes: set[ast.AST] = set()
+        # The function whose own pass is running (None: the module's code), and per node the
+        # dtype the calls made from each such pass recorded there (see _dtypes_from_followed_calls).
+        self._own_root: ast.AST | None = None
+        self._dtype_by_root: dict[ast.AST, dict[ast.AST | None, Any]] = {}
+        self._followed_recording: set[ast.AST] = set()
         # > 0 inside a body followed from a demo (both runs): its own calls are followed as usual.
         self.demo_followed = 0
         # Module-level classes' __init__, run where the class is defined: run again once the
@@ -153,14 +158,38 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
             while self._pending_functions:
                 fn, parent, cls = self._pending_functions.pop(0)
                 self.demo_depth += 1
+                self._own_root = fn
                 try:
                     self.exec_function(fn, parent, cls)
                 finally:
                     self.demo_depth -= 1
+                    self._own_root = None
+            self._dtypes_from_followed_calls()
         except BudgetExceeded:
             self.timed_out = True
         except RecursionError:
             self.timed_out = True
+
+    def _dtypes_from_followed_calls(self) -> None:
+        """A body's dtypes as the file's followed calls give them.
+
+        `TransformerBlock.forward(x)` calls `self.norm(x)`. Its own pass (`x` of any dtype) joins
+        an unknown dtype into `RMSNorm.forward`, though the file only runs that body through
+        `Transformer.forward`, with float32. A function followed from a call makes the same
+        nested calls with its caller's facts, so what its own pass's calls said of dtypes is
+        dropped. Only the dtype: a caller outside the file may pass another rank or a tensor
+        without grad, and the sizes and grad facts keep that join. Only in a file that never
+        changes a dtype, where the parameters are float32 too."""
+        if not self.default_dtypes:
+            return
+        superseded = self._followed_recording
+        for node, by_root in self._dtype_by_root.items():
+            fact = self.facts.get(node)
+            if not isinstance(fact, TensorFact) or fact.dtype is not None:
+                continue
+            kept = {dtype for root, dtype in by_root.items() if root is None or root not in superseded}
+            if len(kept) == 1 and len(by_root) > 1 and None not in kept:
+                self.facts[node] = with_fields(fact, dtype=kept.pop())
 
     def _rerun_late_inits(self) -> None:
         """fast-neural-style's `TransformerNet.__init__` builds `ConvLayer(3, 32, ...)`, a class
@@ -242,6 +271,10 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
                     fact = self._join_call_sites(self._other_sites[node], value)
                 else:
                     fact = value
+                if isinstance(value, TensorFact):
+                    by_root = self._dtype_by_root.setdefault(node, {})
+                    root = self._own_root
+                    by_root[root] = value.dtype if root not in by_root or by_root[root] == value.dtype else None
                 if isinstance(fact, TensorFact) and (
                     (node in self._own_pass_grad and self._own_pass_grad[node] != fact.requires_grad)
                     or (node in self._no_grad_nodes and fact.requires_grad is not False and fact.grad_assumed is None)
