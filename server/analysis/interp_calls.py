@@ -85,7 +85,7 @@ class UserCallsMixin:
         # A method's `self` is no tensor: with no other parameter there is no rank to find.
         has_params = len(positional) + len(args.kwonlyargs) > (1 if cls is not None else 0)
         from_layers = ranks_from_layers(fn, cls.attributes.get) if has_params and cls is not None and cls.is_module else None
-        ranks = infer_parameter_ranks(fn, self.mentions_permute, from_layers) if has_params else {}
+        ranks = infer_parameter_ranks(fn, self.mentions_permute, from_layers, self.mentions_patterns) if has_params else {}
         defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults, strict=True))
         for i, arg in enumerate(positional):
             if i == 0 and cls is not None and not any(
@@ -307,7 +307,7 @@ class UserCallsMixin:
         unknown = [n for n in names if isinstance(v := inner.env.get(n), TensorFact) and v.sym is None and v.shape is None]
         if not unknown:
             return
-        ranks = infer_parameter_ranks(fn, self.mentions_permute)
+        ranks = infer_parameter_ranks(fn, self.mentions_permute, look_for_patterns=self.mentions_patterns)
         for name in unknown:
             rank = ranks.get(name)
             value = inner.env[name]

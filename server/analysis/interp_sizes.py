@@ -440,11 +440,16 @@ class LazyRendering:
 
 
 def infer_parameter_ranks(
-    fn: ast.FunctionDef | ast.AsyncFunctionDef, look_for_permute: bool = True, more: list[tuple[int, str, int]] | None = None
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+    look_for_permute: bool = True,
+    more: list[tuple[int, str, int]] | None = None,
+    look_for_patterns: bool = False,
 ) -> dict[str, int]:
     """Ranks of parameters the body states at its top level before rebinding them:
-    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`, and `more` evidence of the same
-    form (statement index, parameter, rank): the layers' (layer_ranks.py).
+    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`, an einops or einsum pattern the
+    parameter is an operand of (`rearrange(x, 'b n (h d) -> b h n d')`, `einsum(delta, A,
+    'b l d, d n -> b l d n')`: any other rank raises), and `more` evidence of the same form
+    (statement index, parameter, rank): the layers' (layer_ranks.py).
 
     Two passes so that most functions cost one look at their top-level statements: evidence
     first; only where there is some, whether the parameter was rebound before it."""
@@ -464,12 +469,14 @@ def infer_parameter_ranks(
                 # `b, n, _, h = *x.shape, self.heads` (vit-pytorch): x has the dims left over.
                 evidence.append((index, *spread))
                 continue
-        if not look_for_permute:
+        if not look_for_permute and not look_for_patterns:
             continue
         value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.AugAssign, ast.AnnAssign)) else None
         if isinstance(value, ast.expr):
             for node in _spine(value):
-                if (
+                if look_for_patterns and isinstance(node, ast.Call):
+                    evidence.extend((index, name, rank) for name, rank in pattern_ranks(node) if name in params)
+                if look_for_permute and (
                     isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Attribute)
                     and node.func.attr == "permute"
@@ -496,6 +503,72 @@ def infer_parameter_ranks(
             conflicts.add(name)
         ranks[name] = rank
     return {k: v for k, v in ranks.items() if k not in conflicts and 0 < v <= 8}
+
+
+_EINOPS_FUNCTIONS = frozenset({"rearrange", "reduce", "repeat"})
+
+
+def pattern_ranks(call: ast.Call) -> list[tuple[str, int]]:
+    """(operand name, rank) for each bare-name operand whose rank a pattern fixes: einops's
+    `rearrange`/`reduce`/`repeat(x, pattern, ...)` and `einsum(a, b, pattern)`, torch's
+    `einsum(equation, a, b)`. Parts with an ellipsis fix no rank."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id if isinstance(call.func, ast.Name) else None
+    args = call.args
+    if name in _EINOPS_FUNCTIONS and len(args) >= 2 and isinstance(args[0], ast.Name) and _is_str(args[1]):
+        rank = _einops_rank(args[1].value.split("->")[0])  # type: ignore[attr-defined]
+        return [(args[0].id, rank)] if rank is not None else []
+    if name != "einsum" or len(args) < 2:
+        return []
+    if _is_str(args[-1]) and not _is_str(args[0]):  # einops: the pattern last, axes named by words
+        operands, pattern, rank_of = args[:-1], args[-1].value, _einops_rank  # type: ignore[attr-defined]
+    elif _is_str(args[0]):  # torch: the equation first, one letter per axis
+        operands, pattern, rank_of = args[1:], args[0].value, _letters_rank  # type: ignore[attr-defined]
+    else:
+        return []
+    if "->" not in pattern:
+        return []
+    parts = pattern.split("->")[0].split(",")
+    if len(parts) != len(operands):
+        return []
+    out = []
+    for operand, part in zip(operands, parts, strict=True):
+        rank = rank_of(part)
+        if isinstance(operand, ast.Name) and rank is not None:
+            out.append((operand.id, rank))
+    return out
+
+
+def _is_str(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _einops_rank(part: str) -> int | None:
+    """Axes of one einops input: words, `1`s and parenthesised groups; None with `...` or
+    anything unexpected."""
+    if "..." in part or "…" in part:
+        return None
+    rank = depth = 0
+    for token in part.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            if depth:
+                return None
+            depth = 1
+            rank += 1
+        elif token == ")":
+            if not depth:
+                return None
+            depth = 0
+        elif not depth:
+            if not (token.isidentifier() or token.isdigit()):
+                return None
+            rank += 1
+    return rank if rank and not depth else None
+
+
+def _letters_rank(part: str) -> int | None:
+    """Axes of one torch einsum operand: its letters; None with `...`."""
+    letters = part.strip()
+    return len(letters) if letters and letters.isalpha() and letters.isascii() else None
 
 
 def _spread_shape(value: ast.expr, targets: int) -> tuple[str, int] | None:

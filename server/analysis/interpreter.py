@@ -63,6 +63,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self._lines = source.splitlines() if source is not None else []
         # Whether parameter ranks may show in a `permute` (most files: no; skip looking).
         self.mentions_permute = source is None or "permute" in source
+        # Whether einops or einsum patterns may give parameter ranks (interp_sizes.pattern_ranks).
+        self.mentions_patterns = source is None or "einsum" in source or "einops" in source
         self.names = SizeNames()
         self.symops = SymbolicOps(self)
         self._current_node: ast.AST | None = None
