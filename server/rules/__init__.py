@@ -131,15 +131,20 @@ __all__ = [
 
 # The catalogue: importing these modules registers their rules (they import `register`).
 from stridelens.server.rules import (  # noqa: E402, F401
+    anomaly_detection,
     api,
-    autograd,
+    backward_twice,
     data_attr,
+    detach_shares_storage,
     device_mismatch,
     forward_call,
     grad_scaler,
+    graph_kept_alive,
     inplace_saved,
     layout,
     requires_grad,
+    retain_grad,
+    retain_graph,
     syntax,
     training,
     view_pins,
