@@ -446,9 +446,8 @@ def infer_parameter_ranks(
     look_for_patterns: bool = False,
 ) -> dict[str, int]:
     """Ranks of parameters the body states at its top level before rebinding them:
-    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`, an einops or einsum pattern the
-    parameter is an operand of (`rearrange(x, 'b n (h d) -> b h n d')`, `einsum(delta, A,
-    'b l d, d n -> b l d n')`: any other rank raises), and `more` evidence of the same form
+    `B, T, C = x.size()` / `x.shape`, `x.permute(0, 2, 1)`, an einops pattern the parameter
+    is given to (`rearrange(x, 'b n (h d) -> b h n d')`: any other rank raises), and `more` evidence of the same form
     (statement index, parameter, rank): the layers' (layer_ranks.py).
 
     Two passes so that most functions cost one look at their top-level statements: evidence
@@ -509,33 +508,17 @@ _EINOPS_FUNCTIONS = frozenset({"rearrange", "reduce", "repeat"})
 
 
 def pattern_ranks(call: ast.Call) -> list[tuple[str, int]]:
-    """(operand name, rank) for each bare-name operand whose rank a pattern fixes: einops's
-    `rearrange`/`reduce`/`repeat(x, pattern, ...)` and `einsum(a, b, pattern)`, torch's
-    `einsum(equation, a, b)`. Parts with an ellipsis fix no rank."""
+    """(operand name, rank) for a bare-name operand whose rank an einops pattern fixes:
+    `rearrange`/`reduce`/`repeat(x, pattern, ...)`. A pattern with an ellipsis fixes none."""
     name = call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id if isinstance(call.func, ast.Name) else None
     args = call.args
     if name in _EINOPS_FUNCTIONS and len(args) >= 2 and isinstance(args[0], ast.Name) and _is_str(args[1]):
         rank = _einops_rank(args[1].value.split("->")[0])  # type: ignore[attr-defined]
         return [(args[0].id, rank)] if rank is not None else []
-    if name != "einsum" or len(args) < 2:
-        return []
-    if _is_str(args[-1]) and not _is_str(args[0]):  # einops: the pattern last, axes named by words
-        operands, pattern, rank_of = args[:-1], args[-1].value, _einops_rank  # type: ignore[attr-defined]
-    elif _is_str(args[0]):  # torch: the equation first, one letter per axis
-        operands, pattern, rank_of = args[1:], args[0].value, _letters_rank  # type: ignore[attr-defined]
-    else:
-        return []
-    if "->" not in pattern:
-        return []
-    parts = pattern.split("->")[0].split(",")
-    if len(parts) != len(operands):
-        return []
-    out = []
-    for operand, part in zip(operands, parts, strict=True):
-        rank = rank_of(part)
-        if isinstance(operand, ast.Name) and rank is not None:
-            out.append((operand.id, rank))
-    return out
+    # einsum is not evidence here: an operand of unknown shape takes the sizes the other
+    # operands give its letters there (symbolic_einops._with_equation_ranks), which names
+    # of its own would lose.
+    return []
 
 
 def _is_str(node: ast.expr) -> bool:
@@ -563,12 +546,6 @@ def _einops_rank(part: str) -> int | None:
                 return None
             rank += 1
     return rank if rank and not depth else None
-
-
-def _letters_rank(part: str) -> int | None:
-    """Axes of one torch einsum operand: its letters; None with `...`."""
-    letters = part.strip()
-    return len(letters) if letters and letters.isalpha() and letters.isascii() else None
 
 
 def _spread_shape(value: ast.expr, targets: int) -> tuple[str, int] | None:
