@@ -193,6 +193,13 @@ def _per_step_text(g: dict[str, Any]) -> str:
 def group_text(d: dict[str, Any]) -> Group:
     n = d["steps"]
     first, last = d["stops"][0], d["stops"][-1]
+    # The table's linear rows are leaks whatever the total does: the headline names them (a
+    # total of a few MiB moves by less than its 1% tolerance for a leak of 260 B a step, and
+    # reads flat: the headline said "flat" above a table of leaks).
+    leaks = [g for g in d["groups"] if g["shape"] == "linear"]
+    shape = tr(SHAPE_TEXT[d["shape"]])
+    if leaks and d["shape"] != "linear":
+        shape = ntr("{n} keeper grows linearly", "{n} keepers grow linearly", len(leaks)).format(n=len(leaks))
     head = Text.assemble(
         (tr("Step diff"), "bold"), ntr(
             " over {n} step (the breakpoint hit {n} more time): live storages {first} → {last} ({growth}, "
@@ -201,13 +208,25 @@ def group_text(d: dict[str, Any]) -> Group:
             "{per_step} per step; {shape})", n).format(
             n=n, first=human_bytes(first["bytes"]), last=human_bytes(last["bytes"]),
             growth=("+" if d["growth_bytes"] >= 0 else "−") + human_bytes(abs(d["growth_bytes"])),
-            per_step=human_bytes(d["growth_per_step"]), shape=tr(SHAPE_TEXT[d["shape"]])))
-    parts: list[Any] = [head, Text(tr("{new} new and alive at the second stop ({new_bytes}); {freed} of the first "
+            per_step=human_bytes(d["growth_per_step"]), shape=shape))
+    parts: list[Any] = [head]
+    if leaks:
+        named = tr(", ").join(tr("{keeper} +{bytes} per step").format(
+            keeper=from_target(g["keeper"]), bytes=human_bytes(g["growth_per_step"])) for g in leaks[:4])
+        if len(leaks) > 4:
+            named += tr(", … {n} more").format(n=len(leaks) - 4)
+        line = tr("Leaking: {keepers}").format(keepers=named)
+        if d["shape"] != "linear":
+            line += tr(" (the total alone reads {shape}: a change under {tol}, 1% of it, is noise, and other "
+                       "storages come and go)").format(
+                shape=tr(SHAPE_SHORT[d["shape"]]), tol=human_bytes(TOL_FRACTION * max(st["bytes"] for st in d["stops"])))
+        parts.append(Text(line, style="bold red"))
+    parts.append(Text(tr("{new} new and alive at the second stop ({new_bytes}); {freed} of the first "
                                       "stop freed ({freed_bytes})").format(
         new=ntr("{n} storage", "{n} storages", d["new_storages"]).format(n=f"{d['new_storages']:,}"),
         new_bytes=human_bytes(d["new_bytes"]),
         freed=ntr("{n} storage", "{n} storages", d["freed_storages"]).format(n=f"{d['freed_storages']:,}"),
-        freed_bytes=human_bytes(d["freed_bytes"])), style="dim")]
+        freed_bytes=human_bytes(d["freed_bytes"])), style="dim"))
     t = Table(box=box.SIMPLE_HEAD, title=tr("What keeps them (bytes at each stop)"), title_justify="left")
     for col, right, no_wrap in ((tr("kept by"), False, True), (tr("kind"), False, True), (tr("new"), True, False),
                                 (tr("bytes per stop"), False, False), (tr("per step"), True, False),

@@ -150,3 +150,21 @@ def check_graph_kept_storages() -> None:
     assert g["losses"]["shape"] == g["Trainer.history"]["shape"] == g["graph of losses"]["shape"] == "linear"
     assert g["model"]["shape"] == "flat"
     assert not diff_probe._state
+
+
+SMALL_LEAK = REPO / "tests" / "fixtures" / "steps" / "small_leak.py"
+
+
+def test_headline_names_the_leaks_the_table_flags(inspect_cli: Any) -> None:
+    """Two leaks of 256 B and 4 B a step beside a model of 4.6 MiB: the total moves by less than
+    its 1% tolerance (flat), and the headline said so above a table of two linear leaks."""
+    res = inspect_cli("--launch", str(SMALL_LEAK), "--break", f"{SMALL_LEAK}:{marker_line(SMALL_LEAK)}:step >= 2",
+                      "--diff-steps", "3", "--kill")
+    assert res.rc == 0, res.err
+    out = " ".join(res.out.split())
+    head = out[out.index("Step diff"):out.index("What keeps them")]
+    assert "(+780 B, 260 B per step; 2 keepers grow linearly)" in head, head
+    assert "flat)" not in head.split("Leaking")[0]
+    assert "Leaking: history +256 B per step, losses +4 B per step (the total alone reads flat" in head, head
+    rows = {line.split()[0]: line.split() for line in res.out.splitlines() if line.strip().startswith(("history", "losses"))}
+    assert rows["history"][-1] == rows["losses"][-1] == "linear"
