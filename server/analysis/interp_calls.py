@@ -100,6 +100,10 @@ class UserCallsMixin:
             scope.env[args.vararg.arg] = UNKNOWN
         if args.kwarg:
             scope.env[args.kwarg.arg] = UNKNOWN
+        # The body's names for storages are its own: another function's locals mean nothing
+        # here (the module's names do).
+        owners = self.storage_owner
+        self.storage_owner = dict(owners if self.module_owners is None else self.module_owners)
         self._claim_parameters(scope)
         inference = self._inference_decorated(fn, parent)
         self.inference_depth += inference
@@ -107,6 +111,7 @@ class UserCallsMixin:
             self.exec_block(fn.body, scope)
         finally:
             self.inference_depth -= inference
+            self.storage_owner = owners
 
     def _inference_decorated(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> int:
         """1 when a decorator runs the body under `torch.inference_mode()`, else 0."""

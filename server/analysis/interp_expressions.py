@@ -67,7 +67,7 @@ class ExpressionsMixin:
         if value is UNKNOWN or type(value) is Const:
             return value
         if (self.inference_depth or (self.bodies_may_infer and scope.parent is not None)) and kind is not ast.Name:
-            value = _no_view_verdict(value)
+            value = _no_view_verdict(value, scope.grad_enabled)
         self.record(node, value, scope)
         return value
 
@@ -682,21 +682,23 @@ def _concatenated(left: Value, right: Value) -> Value | None:
     return SeqValue(items, kinds[0])
 
 
-def _no_view_verdict(value: Value) -> Value:
-    """A value computed under `torch.inference_mode()`: a view of an inference tensor has no
-    `_base` (`_is_view()` False) though it shares storage, a view of a normal tensor has one,
-    so `is_view` is not stated there (`view_of` and storage sharing stay). A view of a normal
-    tensor that requires grad requires grad even there: nor is `requires_grad` stated."""
+def _no_view_verdict(value: Value, grad_enabled: bool = False) -> Value:
+    """A value computed under `torch.inference_mode()` (or in a body that may run there): a
+    view of an inference tensor has no `_base` (`_is_view()` False) though it shares storage,
+    a view of a normal tensor has one, so `is_view` is not stated there (`view_of` and storage
+    sharing stay). A view of a normal tensor that requires grad requires grad even there, so a
+    `requires_grad: False` the disabled grad mode gave is not stated either; one computed with
+    grad on (`arange(n)[:k]` in a body) comes from the base, and holds in either mode."""
     if isinstance(value, TensorFact):
         if not value.is_view:
             return value
-        if value.requires_grad is False or value.carries_graph is False:
+        if not grad_enabled and (value.requires_grad is False or value.carries_graph is False):
             return replace(value, is_view=None, requires_grad=None, carries_graph=None)
         return replace(value, is_view=None)
     if isinstance(value, SeqValue) and any(isinstance(i, TensorFact) and i.is_view for i in value.items):
-        return replace(value, items=tuple(_no_view_verdict(i) for i in value.items))
+        return replace(value, items=tuple(_no_view_verdict(i, grad_enabled) for i in value.items))
     if isinstance(value, ListOf) and isinstance(value.item, TensorFact) and value.item.is_view:
-        return replace(value, item=_no_view_verdict(value.item))
+        return replace(value, item=_no_view_verdict(value.item, grad_enabled))
     return value
 
 

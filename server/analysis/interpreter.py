@@ -97,6 +97,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.events: list[ReplayEvent] = []
         self.timed_out = False
         self.storage_owner: dict[int, str] = {}
+        # The module's names for storages, once its code has run (function bodies see those).
+        self.module_owners: dict[int, str] | None = None
         self._symbolic_storage = 0
         self._steps = 0
         self._pending_functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope, ClassInfo | None]] = []
@@ -149,6 +151,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         module_scope = Scope(None)
         try:
             self.exec_block(self.tree.body, module_scope)
+            self.module_owners = dict(self.storage_owner)
             # Function bodies run in a grad mode their callers choose: their grad facts hold
             # when autograd is on, said in the file's name for torch, unless the file freezes
             # parameters (then "requires grad" is not even that).
