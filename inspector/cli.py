@@ -9,9 +9,11 @@ without code, a non-loopback address without --allow-remote).
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -178,6 +180,8 @@ def _run(args: argparse.Namespace, err: Console) -> int:
             s.pause()
         s.progress(tr("injecting the probe"))
         target = s.ensure_probe()
+        if target.get("torch") is None:
+            raise InspectError(no_torch_message(s.frame))
         diff = step_diff.run_steps(s, args)  # moves the target on to the second stop
         report: dict[str, Any] = {
             "target": target,
@@ -257,6 +261,39 @@ def _run_explain(args: argparse.Namespace, err: Console) -> int:
     if code is None:
         return 1 if ex["occurred"] else 0
     return code if 0 <= code < 256 else 1
+
+
+def no_torch_message(frame: dict[str, Any]) -> str:
+    """The target stopped before torch was imported. A breakpoint on the `import torch` line
+    stops before that line runs: say so, and name the line to break at instead (the next
+    statement after the import)."""
+    msg = tr("the target process has not imported torch")
+    path, line = (frame.get("source") or {}).get("path"), frame.get("line")
+    if not path or not isinstance(line, int):
+        return msg
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return msg
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+    imports = sorted((n for n in stmts if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno >= line and (
+        any(a.name.split(".")[0] == "torch" for a in n.names) if isinstance(n, ast.Import)
+        else (n.module or "").split(".")[0] == "torch" and not n.level)), key=lambda n: n.lineno)
+    if not imports:
+        return msg
+    imp = imports[0]
+    end = imp.end_lineno or imp.lineno
+    after = min((n.lineno for n in stmts if n.lineno > end), default=None)
+    rel = os.path.relpath(path)
+    where = path if rel.startswith("..") else rel
+    if imp.lineno == line:
+        msg += tr(": line {line} imports it, and a breakpoint stops before its line runs").format(line=line)
+    else:
+        msg += tr(" yet: line {import_line} imports it").format(import_line=imp.lineno)
+    if after is None:
+        return msg + tr("; break after the import (no statement follows it in {file})").format(file=where)
+    return msg + tr("; break after the import, at the next statement: --break {file}:{line}").format(
+        file=where, line=after)
 
 
 @contextlib.contextmanager

@@ -299,3 +299,27 @@ def test_cuda_totals_match_the_allocator(script: Any, inspect_cli: Any, tmp_path
     assert cuda["allocated"] >= cuda["bytes"]  # the allocator rounds blocks up
     da = rep["expressions"][0]["result"]
     assert da["cuda"]["allocated"] == cuda["allocated"] and da["storage_bytes"] == nbytes(a)
+
+
+def test_a_breakpoint_on_import_torch_says_to_break_after_it(inspect_cli: Any, script: Any) -> None:
+    """A breakpoint stops before its line runs: on `import torch`, torch is not imported yet.
+    The error says so and names the next statement's line (a comment and a blank line between)."""
+    p = script("imports.py", """\
+        import os
+
+        import torch
+
+        # a comment
+        x = torch.ones(3)
+        print(x, os.sep)
+    """)
+    res = inspect_cli("--launch", str(p), "--break", f"{p}:3", "--memory", "--kill")
+    err = " ".join(res.err.split())
+    assert res.rc == 1
+    assert ("the target process has not imported torch: line 3 imports it, and a breakpoint stops before its "
+            "line runs; break after the import, at the next statement: --break ") in err, err
+    assert err.endswith("imports.py:6"), err
+    res = inspect_cli("--launch", str(p), "--break", f"{p}:1", "--kill")
+    err = " ".join(res.err.split())
+    assert res.rc == 1 and "has not imported torch yet: line 3 imports it; break after the import" in err, err
+    assert err.endswith("imports.py:6"), err
