@@ -132,6 +132,13 @@ class _Walk:
     def op_of(self, call: ast.Call) -> tuple[str, ast.expr, bool] | None:
         """(op name, its tensor argument, in place) for a call the table knows."""
         value = self.analysis.values.get(call.func)
+        last = _last_layer(value)
+        if last is not None and call.args:
+            # `nn.Sequential(nn.Linear(8, 8), nn.Sigmoid())(x)`: its output is the last layer's,
+            # saved when that layer saves its output. Whether the save matters is the
+            # output's own grad fact (the layers before may have parameters).
+            op = MODULE_OPS.get(last.path.rsplit(".", 1)[-1])
+            return (op, call, False) if op is not None and SAVES[op] == "output" else None
         if isinstance(value, ModuleValue):
             op = MODULE_OPS.get(value.path.rsplit(".", 1)[-1])
             if op is None or not call.args:
@@ -260,6 +267,15 @@ class _Walk:
                 self.ids[name] = self.fresh()
 
 
+def _last_layer(value: object) -> ModuleValue | None:
+    """The last layer of an `nn.Sequential` of known layers (not one repeated n times)."""
+    if not (isinstance(value, ModuleValue) and value.path.rsplit(".", 1)[-1] == "Sequential") or value.repeated:
+        return None
+    layers = value.children or tuple(a for a in value.args if isinstance(a, ModuleValue))
+    last = layers[-1] if layers else None
+    return last if isinstance(last, ModuleValue) and _last_layer(last) is None else None
+
+
 def _stored_names(target: ast.expr) -> list[str]:
     return [n.id for n in walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
 
@@ -311,7 +327,12 @@ def _scopes_with_writes(analysis: Analysis) -> set[ast.AST | None]:
         if inplace_flag or _inplace_module(value):
             writes.append(call)
         name = call_name(call)
-        if name in SAVES or name.removesuffix("_") in SAVES or (isinstance(value, ModuleValue) and value.path.rsplit(".", 1)[-1] in MODULE_OPS):
+        if (
+            name in SAVES
+            or name.removesuffix("_") in SAVES
+            or (isinstance(value, ModuleValue) and value.path.rsplit(".", 1)[-1] in MODULE_OPS)
+            or _last_layer(value) is not None
+        ):
             savers.append(call)
     return {_scope_of(index, n) for n in writes} & {_scope_of(index, n) for n in savers}
 

@@ -72,6 +72,22 @@ SNIPPETS = {
         "layer = torch.nn.Linear(3, 3)\nact = torch.nn.GELU()\nh = act(layer(x))\nh += x",
         False,
     ),
+    "sequential ending in sigmoid, mul_": (
+        "h = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sigmoid())(x)\nh.mul_(2)",
+        True,
+    ),
+    "sequential ending in sigmoid, input without grad": (
+        "h = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sigmoid())(x.detach())\nh.mul_(2)",
+        True,
+    ),
+    "sequential ending in gelu, mul_": (
+        "h = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.GELU())(x)\nh.mul_(2)",
+        False,
+    ),
+    "sequential of a sigmoid under no_grad": (
+        "with torch.no_grad():\n    h = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sigmoid())(x)\n    h.mul_(2)\ny = x * 2",
+        False,
+    ),
     "relu inplace after sigmoid": ("s = torch.sigmoid(x * 1.0)\nF = torch.nn.functional\nt = F.relu(s, inplace=True)", True),
 }
 
