@@ -60,7 +60,9 @@ def register(commands: Any) -> None:
         "clean, 1 when there are findings, 2 on a usage or IO error (other files are still checked)."),
     )
     sub.add_argument("paths", nargs="+", metavar="PATH", help=tr("files or directories (walked recursively)"))
-    sub.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    sub.add_argument("--format", choices=("text", "json", "sarif"), default="text", help=tr(
+        "text for people; json (an array of findings, always in English) or sarif 2.1.0 for tools "
+        "and code-scanning UIs"))
     sub.add_argument("--select", metavar="CODES", help=tr(
         "comma-separated codes or prefixes (SL1,SL203), or ALL; they may name rules that are off by "
         "default (default: the rules on by default, see `stridelens rule --all`)"))

@@ -2,18 +2,26 @@
 
 Several positions are answered in one process (torch is imported once); JSON output is
 one object for one position, an array (with `null` where nothing is known) for several.
+In a notebook a position names its cell, as `check` prints it: `nb.ipynb:cell 4:1:6`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any
 
 from stridelens import i18n
 from stridelens.i18n import ntr, tr
-from stridelens.server.analysis import Analysis, Explanation, SourceError, analyze_file
+from stridelens.server.analysis import (
+    Analysis,
+    Explanation,
+    SourceError,
+    analyze_file,
+    analyze_source,
+)
 from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.storage_picture import render_storage_picture
 
@@ -29,8 +37,14 @@ def register(commands: Any) -> None:
         description=tr("Show what static analysis knows of the expression at each position: "
         "shape, dtype, device, strides, storage offset, contiguity, view-of, grad facts."),
     )
-    sub.add_argument("positions", nargs="+", metavar="FILE:LINE:COL")
-    sub.add_argument("--format", choices=("text", "json"), default="text")
+    sub.add_argument(
+        "positions", nargs="+", metavar="FILE:LINE:COL",
+        help=tr("1-based line and column; in a notebook, of a line in a cell: NB.ipynb:cell N:LINE:COL"),
+    )
+    sub.add_argument(
+        "--format", choices=("text", "json"), default="text",
+        help=tr("text for people, json for tools (the schema of DESIGN.md; always in English)"),
+    )
     sub.set_defaults(handler=run)
 
 
@@ -48,14 +62,51 @@ def parse_position(spec: str) -> tuple[str, int, int]:
     return path, line, col
 
 
-def explain_position(spec: str, cache: dict[str, Analysis]) -> Explanation | None:
-    path, line, col = parse_position(spec)
+_CELL = re.compile(r"^(?P<path>.+\.ipynb):cell (?P<cell>\d+)$")
+
+
+def _notebook_line(spec: str, path: str, cell_number: int, line: int, cache: dict[str, Any]) -> tuple[Analysis, int]:
+    """The analysis of the notebook's program, and the program line of `line` in the cell."""
+    from stridelens.server.notebook import NotebookError, read_notebook
+
     if path not in cache:
         try:
-            cache[path] = analyze_file(path)
-        except SourceError as err:
+            program = read_notebook(path)
+        except NotebookError as err:
             raise PositionError(str(err)) from None
-    analysis = cache[path]
+        cache[path] = (program, analyze_source(program.source, path))
+    program, analysis = cache[path]
+    index = next((i for i, c in enumerate(program.cells) if c.number == cell_number), None)
+    if index is None:
+        raise PositionError(tr("{spec}: cell {cell} is not a code cell of the notebook").format(spec=spec, cell=cell_number))
+    cell = program.cells[index]
+    if line > len(cell.lines):
+        raise PositionError(
+            tr("{spec}: line {line} is past the end of cell {cell} ({count} lines)").format(
+                spec=spec, line=line, cell=cell_number, count=len(cell.lines)
+            )
+        )
+    return analysis, program.line_map.index((index, line - 1)) + 1
+
+
+def explain_position(spec: str, cache: dict[str, Analysis], notebooks: dict[str, Any] | None = None) -> Explanation | None:
+    path, line, col = parse_position(spec)
+    cell = _CELL.match(path)
+    if cell is not None:
+        analysis, line = _notebook_line(spec, cell.group("path"), int(cell.group("cell")), line, {} if notebooks is None else notebooks)
+    else:
+        if path.endswith(".ipynb"):
+            raise PositionError(
+                tr("{spec}: a notebook position names its cell, as check prints it: {path}:cell N:LINE:COL").format(
+                    spec=spec, path=path
+                )
+            )
+        if path not in cache:
+            try:
+                cache[path] = analyze_file(path)
+            except SourceError as err:
+                raise PositionError(str(err)) from None
+        analysis = cache[path]
     if line > len(analysis.lines):
         raise PositionError(
             tr("{spec}: line {line} is past the end of the file ({count} lines)").format(
@@ -150,12 +201,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     cache: dict[str, Analysis] = {}
+    notebooks: dict[str, Any] = {}
     answers: list[dict[str, Any] | None] = []
     failed = False
     texts: list[str] = []
     for spec in args.positions:
         try:
-            explanation = explain_position(spec, cache)
+            explanation = explain_position(spec, cache, notebooks)
         except PositionError as err:
             print(tr("stridelens explain: {error}").format(error=err), file=sys.stderr)
             failed = True

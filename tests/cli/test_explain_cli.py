@@ -108,3 +108,43 @@ def test_assumes_come_in_the_same_order_in_every_process(tmp_path: Path) -> None
         assert {"H % patch == 0", "H % (patch * merge) == 0"} <= set(assumes)
         seen.add(tuple(assumes))
     assert len(seen) == 1, seen
+
+
+# --------------------------------------------------------------------------- notebooks
+
+
+def _explain_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stridelens", "explain", *args], cwd=folder, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_a_notebook_position_names_its_cell_as_check_prints_it(tmp_path: Path) -> None:
+    from tests.cli.test_check_notebooks import make_notebook
+
+    make_notebook(tmp_path / "nb.ipynb")
+    # Cell 3 line 4 is `xt = x.transpose(0, 1)`: x came from cell 2; the magics before it are skipped.
+    proc = _explain_in(tmp_path, "--format", "json", "nb.ipynb:cell 3:4:1")
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["expr"] == "xt" and answer["shape"] == [3, 2, 4] and answer["contiguous"] is False
+    # Two positions in one notebook, and a plain-text answer.
+    proc = _explain_in(tmp_path, "nb.ipynb:cell 2:2:1", "nb.ipynb:cell 5:2:1")
+    assert proc.returncode == 0, proc.stderr
+    assert "nb.ipynb:cell 2:2:1  `x`" in proc.stdout and "nb.ipynb:cell 5:2:1  `y`" in proc.stdout
+
+
+def test_a_notebook_position_without_a_cell_is_refused(tmp_path: Path) -> None:
+    from tests.cli.test_check_notebooks import make_notebook
+
+    make_notebook(tmp_path / "nb.ipynb")
+    proc = _explain_in(tmp_path, "nb.ipynb:2:1")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "names its cell, as check prints it: nb.ipynb:cell N:LINE:COL" in proc.stderr
+    for spec, words in (
+        ("nb.ipynb:cell 1:1:1", "cell 1 is not a code cell"),
+        ("nb.ipynb:cell 2:9:1", "line 9 is past the end of cell 2 (2 lines)"),
+        ("nb.ipynb:cell 99:1:1", "cell 99 is not a code cell"),
+    ):
+        proc = _explain_in(tmp_path, spec)
+        assert proc.returncode == 2 and words in proc.stderr, (spec, proc.stderr)
