@@ -126,9 +126,16 @@ class UserCallsMixin:
         return 0
 
     def _claim_parameters(self: Interpreter, scope: Scope) -> None:
+        # A storage two parameters share is this call's doing (`perceiver_io(x, queries=x)`):
+        # another caller passes two tensors, so neither parameter names it.
+        shared: set[int] = set()
         for name, value in scope.env.items():
             if isinstance(value, TensorFact) and value.storage_key is not None:
+                if value.storage_key in self.storage_owner and self.storage_owner[value.storage_key] != name:
+                    shared.add(value.storage_key)
                 self.storage_owner.setdefault(value.storage_key, name)
+        for key in shared:
+            del self.storage_owner[key]
 
     def call_concrete(
         self: Interpreter,

@@ -203,7 +203,7 @@ class ModulesMixin:
             if module.built is False and not module.args:
                 return None  # `nn.Sequential(*layers)` of layers not known: not the identity
             value: Value = args[0] if args else UNKNOWN
-            for child in module.args:
+            for position, child in enumerate(module.args):
                 if not isinstance(value, TensorFact):
                     return None
                 if isinstance(child, InstanceValue):
@@ -211,6 +211,13 @@ class ModulesMixin:
                     continue
                 if not isinstance(child, ModuleValue):
                     return None
+                if child.path.startswith("einops."):
+                    # `Rearrange(pattern)` (ViT's patch embedding): a pattern of unknown input
+                    # shape gives the call's argument its rank, so only as the first layer.
+                    if position and value.known_shape is None:
+                        return None
+                    value = sym_einops.module_call(self, child, [value], {}, node, scope)
+                    continue
                 out = self.symops.module(child, [value], {}, scope, None)
                 if out is None:
                     return None

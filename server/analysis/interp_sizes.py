@@ -19,6 +19,7 @@ from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import Condition, divisible
 from stridelens.server.analysis.facts import ReplayEvent, TensorFact, with_fields
 from stridelens.server.analysis.interp_support import _access_path
+from stridelens.server.analysis.layer_ranks import einops_input_rank
 from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.naming import NameContext, Path
 from stridelens.server.analysis.sizes import Size, SymExpr
@@ -513,7 +514,7 @@ def pattern_ranks(call: ast.Call) -> list[tuple[str, int]]:
     name = call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id if isinstance(call.func, ast.Name) else None
     args = call.args
     if name in _EINOPS_FUNCTIONS and len(args) >= 2 and isinstance(args[0], ast.Name) and _is_str(args[1]):
-        rank = _einops_rank(args[1].value.split("->")[0])  # type: ignore[attr-defined]
+        rank = einops_input_rank(args[1].value)  # type: ignore[attr-defined]
         return [(args[0].id, rank)] if rank is not None else []
     # einsum is not evidence here: an operand of unknown shape takes the sizes the other
     # operands give its letters there (symbolic_einops._with_equation_ranks), which names
@@ -523,29 +524,6 @@ def pattern_ranks(call: ast.Call) -> list[tuple[str, int]]:
 
 def _is_str(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
-
-
-def _einops_rank(part: str) -> int | None:
-    """Axes of one einops input: words, `1`s and parenthesised groups; None with `...` or
-    anything unexpected."""
-    if "..." in part or "…" in part:
-        return None
-    rank = depth = 0
-    for token in part.replace("(", " ( ").replace(")", " ) ").split():
-        if token == "(":
-            if depth:
-                return None
-            depth = 1
-            rank += 1
-        elif token == ")":
-            if not depth:
-                return None
-            depth = 0
-        elif not depth:
-            if not (token.isidentifier() or token.isdigit()):
-                return None
-            rank += 1
-    return rank if rank and not depth else None
 
 
 def _spread_shape(value: ast.expr, targets: int) -> tuple[str, int] | None:

@@ -39,11 +39,39 @@ _KEEPS_RANK_FUNCTIONS = frozenset(
 )
 
 
+def einops_input_rank(pattern: str) -> int | None:
+    """The rank an einops pattern's input must have (`'b c (h p1) (w p2) -> ...'`: 4): its
+    words, `1`s and parenthesised groups; None with `...` or anything unexpected."""
+    part = pattern.partition("->")[0]
+    if "..." in part or "…" in part:
+        return None
+    rank = depth = 0
+    for token in part.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            if depth:
+                return None
+            depth = 1
+            rank += 1
+        elif token == ")":
+            if not depth:
+                return None
+            depth = 0
+        elif not depth:
+            if not (token.isidentifier() or token.isdigit()):
+                return None
+            rank += 1
+    return rank if rank and not depth else None
+
+
 def _layer_rank(layer: Value) -> tuple[bool, int | None]:
     """(keeps its input's rank, the one rank it accepts or None)."""
     if not isinstance(layer, ModuleValue):
         return False, None
     leaf = layer.name.rpartition(".")[2]
+    if leaf in ("Rearrange", "Reduce") and layer.path.startswith("einops") and layer.args:
+        # einops.layers.torch: the pattern fixes the input's rank.
+        pattern = getattr(layer.args[0], "value", None)
+        return False, einops_input_rank(pattern) if isinstance(pattern, str) else None
     if leaf == "Sequential":
         # Applied in turn: the first layer that accepts one rank decides, if every layer
         # before it keeps the rank.
@@ -117,4 +145,4 @@ def _calls(expr: ast.expr) -> list[ast.Call]:
     return out
 
 
-__all__ = ["EXACT_RANK", "KEEPS_RANK", "ranks_from_layers"]
+__all__ = ["EXACT_RANK", "KEEPS_RANK", "einops_input_rank", "ranks_from_layers"]

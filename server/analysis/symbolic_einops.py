@@ -282,10 +282,13 @@ def einops_call(interp: Any, op: str, args: list[Value], kwargs: dict[str, Value
     for name, value in kwargs.items():
         size = interp.symops.size_of(value)
         if size is None:
-            return fallback
+            # An axis length the analysis cannot name (`p1=patch_height` of a tuple it lost):
+            # an int in every run that does not raise, so the rank and the other sizes stay.
+            size = sz.anonymous()
+        else:
+            axis_conditions |= interp.symops.conditions_of([value])
         axes[name] = size
-        axis_conditions |= interp.symops.conditions_of([value])
-    interp.symops.mark_int(list(kwargs.values()))
+    interp.symops.mark_int([v for v in kwargs.values() if interp.symops.size_of(v) is not None])
     shape = tensor.known_shape
     if shape is None and tensor.meta is None and "." not in pattern.value:
         # The pattern states the input's rank, as `x.permute(0, 2, 1)` does.
