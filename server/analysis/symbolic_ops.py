@@ -19,7 +19,6 @@ from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis.conditions import (
     Condition,
-    divisible,
     shape_conditions,
 )
 from stridelens.server.analysis.facts import TensorFact, new_fact, with_fields
@@ -478,14 +477,9 @@ class SymbolicOps(ModuleOutputs):
         self, tensor: TensorFact, layout: Layout, name: str, shape: tuple[Size, ...], scope: Any, flatten: tuple[int, int] | None = None
     ) -> Value | None:
         layout, shape = self._equal_numel(layout, shape)
-        holes = [i for i, s in enumerate(shape) if isinstance(s, int) and s == -1]
-        if holes:
-            known = sz.product(s for i, s in enumerate(shape) if i not in holes)
-            total = sz.product(layout.shape)
-            filled = sz.exact_div(total, known) if total is not None and known is not None else None
-            if isinstance(filled, SymExpr) and any(c.denominator != 1 or any(e < 0 for _, e in m) for m, c in filled.terms):
-                # The `-1` is an exact quotient only if the other sizes divide the numel.
-                tensor = with_fields(tensor, assumes=tensor.assumes | {divisible(total, known)})  # type: ignore[arg-type]
+        # A `-1` is an exact quotient of the numel by the other sizes: torch raises ("shape
+        # '[2, -1]' is invalid for input of size 5") where it is not, so past the call it is,
+        # and no condition is said (as for `view(B, T, nh, C // nh)`).
         if layout.strides is None:
             new = lay.infer_shape(shape, lay.numel(layout.shape))
             if name == "view":
