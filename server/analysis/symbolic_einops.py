@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import layouts as lay
 from stridelens.server.analysis import sizes as sz
-from stridelens.server.analysis.conditions import Condition, divisible
+from stridelens.server.analysis.conditions import Condition
 from stridelens.server.analysis.facts import TensorFact, new_fact, with_fields
 from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.sizes import Size, SymExpr
@@ -221,13 +221,13 @@ def recipe(pattern: str, operation: str, shape: tuple[Size, ...], axes: dict[str
             if len(group) == 1:
                 lengths[unknown[0]] = length
             else:
-                q, needs = sz.floordiv(length, known)
+                q, _needs = sz.floordiv(length, known)
                 if q is None:
                     raise PatternError("cannot divide")
                 if isinstance(length, int) and isinstance(known, int) and length % known:
                     raise PatternError("shape mismatch")
-                if needs:
-                    conditions.add(divisible(length, known))
+                # (`_needs`: the length must be a multiple of `known`; einops raises where it
+                # is not, so past the call it is, and no condition is said.)
                 lengths[unknown[0]] = q
         elif isinstance(length, int) and isinstance(known, int) and length != known:
             raise PatternError("shape mismatch")
