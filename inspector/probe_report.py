@@ -159,6 +159,9 @@ def _label_objects(torch: Any, ns: dict[str, Any] | None, tensor_types: set[type
             elif Module is not None and issubclass(type(v), Module):
                 for pname, p in v.named_parameters():
                     labels.setdefault(id(p), f"{label}.{pname}")
+                    g = p.grad  # a leaf's .grad: no warning, and the walk's grad objects are these
+                    if g is not None:
+                        labels.setdefault(id(g), f"{label}.{pname}.grad")
                 for bname, b in v.named_buffers():
                     labels.setdefault(id(b), f"{label}.{bname}")
             elif Optimizer is not None and issubclass(type(v), Optimizer):
@@ -555,6 +558,11 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
         d["storages"] += 1
         d["bytes"] += nbytes
         d["graph_only_bytes"] += nbytes
+    for d in devices.values():
+        d["graph_saved_bytes"] = d["graph_only_bytes"]
+    for k in by_graph:  # every storage a live graph saved, whether a tensor object also holds it
+        if k in sbytes:
+            device_row(device_of(k))["graph_saved_bytes"] += sbytes[k]
     cuda = getattr(torch, "cuda", None)
     if cuda is not None and cuda.is_available() and cuda.is_initialized():
         for dev, d in devices.items():
@@ -564,6 +572,24 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
                 d["reserved"] = int(cuda.memory_reserved(idx))
                 d["peak"] = int(cuda.max_memory_allocated(idx))
 
+    # Saved storages among the top-N: the graph that saved them, by its outermost named root.
+    graph_keys = {k for k in top_keys if groups[k].by_graph}
+    graph_of: dict[int, str | None] = {}
+    if graph_keys:
+        named_roots: dict[int, list[tuple[str, Any]]] = {}  # component -> its named roots
+        for t in graph_roots:
+            root_name = _name_of(labels, id(t))
+            if root_name is not None:
+                named_roots.setdefault(root_component[id(t)], []).append((root_name, t))
+        for comp, saved in component_saved.items():
+            here = graph_keys.intersection(saved)
+            if here:
+                root = _outermost(named_roots.get(comp, []))
+                for k in here:
+                    graph_of[k] = root
+        named_roots.clear()
+    t = None
+
     top_groups = []
     for k in top_keys:
         g = groups[k]
@@ -572,7 +598,7 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
             "storage_key": g.key_str(), "device": g.device, "bytes": g.nbytes,
             "tensors": len(g.members), "names": member_names[:8], "unnamed": len(g.members) - len(member_names),
             "used_bytes": _used_bytes(g, unnamed_bases) if g.members else g.nbytes,
-            "saved_by_graph": g.by_graph,
+            "saved_by_graph": g.by_graph, "graph_root": graph_of.get(k),
         })
     report = {
         "tensor_count": len(tensors),
@@ -588,6 +614,33 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
     }
     groups.clear()
     return report
+
+
+def _outermost(roots: list[tuple[str, Any]]) -> str | None:
+    """The name of the root no other root's graph reaches (`loss` of `h = tanh(x); loss = h.sum()`,
+    not `h`); the first such name when several are."""
+    if len(roots) < 2:
+        return roots[0][0] if roots else None
+    # Node wrappers are held while their ids are compared (a freed wrapper's id can be reused).
+    fns = {id(fn): (name, fn) for name, fn in ((name, t.grad_fn) for name, t in roots)}
+    inner: set[str] = set()
+    for name, t in roots:
+        seen: dict[int, Any] = {}
+        stack = [t.grad_fn]
+        while stack and len(seen) < 20000:
+            node = stack.pop()
+            for nxt, _ in getattr(node, "next_functions", ()):
+                if nxt is None or id(nxt) in seen:
+                    continue
+                seen[id(nxt)] = nxt
+                other = fns.get(id(nxt))
+                if other is not None and other[0] != name:
+                    inner.add(other[0])
+                stack.append(nxt)
+        del stack, node
+        seen.clear()
+    fns.clear()
+    return next((name for name, _ in roots if name not in inner), roots[0][0])
 
 
 def _subclasses(cls: type) -> set[type]:

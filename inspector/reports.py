@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -113,17 +114,64 @@ def group_summary(g: dict[str, Any]) -> str:
     return tr("; ").join(parts)
 
 
+_ITEM = re.compile(r"^(.+)\[(\d+)\]$")
+RUN_MIN = 3  # items of one list alike and in a row shown as one row: `losses[0..19]`
+
+
+def item_runs(groups: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any], str | None]]:
+    """(count, first group, name) per table row: storages of one tensor each, `losses[0]` …
+    `losses[19]` of one shape, dtype, strides and size, read as one row `losses[0..19]` (at the
+    first one's place); anything else as it is (count 1, no name)."""
+    def alike(g: dict[str, Any]) -> tuple[Any, ...] | None:
+        if len(g["tensors"]) != 1 or g["tensors"][0]["is_view"]:
+            return None
+        m = g["tensors"][0]
+        hit = _ITEM.match(m["name"])
+        if hit is None:
+            return None
+        return (hit.group(1), g["storage_bytes"], g["device"], str(m["shape"]), m["dtype"], str(m["strides"]),
+                m["storage_offset"], m["contiguous"], m["grad_fn"])
+
+    members: dict[tuple[Any, ...], list[tuple[int, int]]] = {}  # alike -> (index in the list, position)
+    for pos, g in enumerate(groups):
+        k = alike(g)
+        if k is not None:
+            members.setdefault(k, []).append((int(_ITEM.match(g["tensors"][0]["name"]).group(2)), pos))  # type: ignore[union-attr]
+    runs: dict[int, tuple[int, str]] = {}  # position of a run's first row -> (count, name)
+    folded: set[int] = set()
+    for k, items in members.items():
+        items.sort()
+        start = 0
+        for end in range(1, len(items) + 1):
+            if end < len(items) and items[end][0] == items[end - 1][0] + 1:
+                continue
+            run = items[start:end]
+            if len(run) >= RUN_MIN:
+                first = min(pos for _, pos in run)
+                runs[first] = (len(run), f"{k[0]}[{run[0][0]}..{run[-1][0]}]")
+                folded.update(pos for _, pos in run if pos != first)
+            start = end
+    out: list[tuple[int, dict[str, Any], str | None]] = []
+    for pos, g in enumerate(groups):
+        if pos in runs:
+            out.append((runs[pos][0], g, runs[pos][1]))
+        elif pos not in folded:
+            out.append((1, g, None))
+    return out
+
+
 def frame_table(r: dict[str, Any]) -> Group:
     t = Table(title=tr("Tensors in this frame, grouped by storage"), box=box.SIMPLE_HEAD, title_justify="left")
     for col, wrap in ((tr("storage"), False), (tr("tensor"), True), (tr("shape"), False), ("dtype", True),
                       (tr("strides"), False), (tr("offset"), True), (tr("contig."), True), (tr("view of"), True),
                       ("grad_fn", True)):
         t.add_column(col, no_wrap=not wrap)
-    for g in r["groups"]:
+    for n, g, name in item_runs(r["groups"]):
         for i, m in enumerate(g["tensors"]):
+            size = f"{human_bytes(g['storage_bytes'])} {g['device']}"
             t.add_row(
-                f"{human_bytes(g['storage_bytes'])} {g['device']}" if i == 0 else "",
-                Text(m["name"], style="bold"), _tuple(m["shape"]), m["dtype"], _tuple(m["strides"]),
+                (size if n == 1 else f"{n} × {size}") if i == 0 else "",
+                Text(name or m["name"], style="bold"), _tuple(m["shape"]), m["dtype"], _tuple(m["strides"]),
                 str(m["storage_offset"]), tr("yes") if m["contiguous"] else tr("no"),
                 (m["view_of"] or tr("(unnamed)")) if m["is_view"] else "", m["grad_fn"] or "",
             )
@@ -138,28 +186,64 @@ def frame_table(r: dict[str, Any]) -> Group:
     return Group(t, *lines, total)
 
 
-def memory_tables(r: dict[str, Any]) -> Group:
-    dev = Table(title=tr("Live tensors per device"), box=box.SIMPLE_HEAD, title_justify="left")
-    for i, col in enumerate((tr("device"), tr("tensors"), tr("storages"), tr("bytes"), tr("graph-only"), tr("allocator"))):
-        dev.add_column(col, justify="left" if i == 0 else "right")
-    for d in r["devices"]:
-        alloc = tr("{bytes} allocated").format(bytes=human_bytes(d["allocated"])) if "allocated" in d else ""
-        dev.add_row(str(d["device"]), str(d["tensors"]), str(d["storages"]), human_bytes(d["bytes"]),
-                    human_bytes(d["graph_only_bytes"]), alloc)
-    top = Table(title=tr("Largest storages (top {n})").format(n=len(r["top"])), box=box.SIMPLE_HEAD,
-                title_justify="left")
-    for i, col in enumerate((tr("bytes"), tr("device"), tr("used"), tr("held by"))):
-        top.add_column(col, justify="right" if i in (0, 2) else "left")
-    for g in r["top"]:
-        held = ", ".join(g["names"][:4]) + (" …" if len(g["names"]) > 4 else "")
-        extra = []
+def _held_by(g: dict[str, Any]) -> str:
+    names = [f"`{n}`" for n in g["names"][:4]]
+    held = ", ".join(names) + (" …" if len(g["names"]) > 4 else "")
+    extra = []
+    if g["saved_by_graph"] and g.get("graph_root"):
+        extra.append(tr("saved by `{root}`'s graph").format(root=g["graph_root"]))
+    else:
         if g["unnamed"]:
             extra.append(tr("{n} unnamed").format(n=g["unnamed"]))
         if g["saved_by_graph"]:
             extra.append(tr("saved by an autograd graph"))
-        held = tr("; ").join(x for x in [held, *extra] if x)
-        top.add_row(human_bytes(g["bytes"]), str(g["device"]), human_bytes(g["used_bytes"]), held)
-    parts: list[Any] = [dev, top]
+    return tr("; ").join(x for x in [held, *extra] if x)
+
+
+def top_rows(top: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any], str]]:
+    """(count, first row, held by) with identical rows (bytes, device, used, held by) as one, in order:
+    eight storages of 256 KiB that one graph saved read `8 × 256.0 KiB … saved by `loss`'s graph`."""
+    out: list[tuple[int, dict[str, Any], str]] = []
+    index: dict[tuple[Any, ...], int] = {}
+    for g in top:
+        held = _held_by(g)
+        key = (g["bytes"], g["device"], g["used_bytes"], held)
+        if key in index and not g["names"]:
+            n, first, _ = out[index[key]]
+            out[index[key]] = (n + 1, first, held)
+            continue
+        index[key] = len(out)
+        out.append((1, g, held))
+    return out
+
+
+def memory_tables(r: dict[str, Any]) -> Group:
+    with_alloc = any("allocated" in d for d in r["devices"])
+    dev = Table(title=tr("Live tensors per device"), box=box.SIMPLE_HEAD, title_justify="left")
+    cols = [tr("device"), tr("tensors"), tr("storages"), tr("bytes"), tr("graph-saved")]
+    for i, col in enumerate([*cols, tr("allocator")] if with_alloc else cols):
+        dev.add_column(col, justify="left" if i == 0 else "right")
+    for d in r["devices"]:
+        row = [str(d["device"]), str(d["tensors"]), str(d["storages"]), human_bytes(d["bytes"]),
+               human_bytes(d.get("graph_saved_bytes", d["graph_only_bytes"]))]
+        if with_alloc:
+            row.append(tr("{bytes} allocated").format(bytes=human_bytes(d["allocated"])) if "allocated" in d else "")
+        dev.add_row(*row)
+    graph_only = sum(d["graph_only_bytes"] for d in r["devices"])
+    notes = [Text(tr("graph-saved: storages that live autograd graphs keep for backward ({bytes} of them held by "
+                     "nothing else: no tensor object has them)").format(bytes=human_bytes(graph_only)), style="dim")]
+    if not with_alloc:
+        notes.append(Text(tr("No allocator column: CUDA is not initialised in the target (CPU tensors have no "
+                             "caching-allocator count; --cuda-summary shows the process RSS)"), style="dim"))
+    top = Table(title=tr("Largest storages (top {n})").format(n=len(r["top"])), box=box.SIMPLE_HEAD,
+                title_justify="left")
+    for i, col in enumerate((tr("bytes"), tr("device"), tr("used"), tr("held by"))):
+        top.add_column(col, justify="right" if i in (0, 2) else "left")
+    for n, g, held in top_rows(r["top"]):
+        size = human_bytes(g["bytes"]) if n == 1 else f"{n} × {human_bytes(g['bytes'])}"
+        # Text, not markup: `opt.state[model.fc.weight]['exp_avg']` is no style tag.
+        top.add_row(size, str(g["device"]), human_bytes(g["used_bytes"]), Text(held))
+    parts: list[Any] = [dev, *notes, top]
     if r["findings"]:
         parts.append(Text(tr("Findings"), style="bold"))
         for f in r["findings"]:

@@ -323,3 +323,55 @@ def test_a_breakpoint_on_import_torch_says_to_break_after_it(inspect_cli: Any, s
     err = " ".join(res.err.split())
     assert res.rc == 1 and "has not imported torch yet: line 3 imports it; break after the import" in err, err
     assert err.endswith("imports.py:6"), err
+
+
+MEMORY_NAMES = """\
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential()
+    model.add_module("encoder", torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                                    torch.nn.Linear(256, 256)))
+    model.add_module("fc", torch.nn.Linear(256, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    losses = []
+    for step in range(20):
+        out = model(torch.randn(256, 256))
+        loss = out.square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    h = model.encoder(torch.randn(256, 256))
+    for i in range(8):
+        h = torch.tanh(h)
+    loss = h.sum()
+    print("done")  # inspect here
+"""
+
+
+def test_memory_names_gradients_optimizer_state_and_groups_alike_rows(inspect_cli: Any, script: Any) -> None:
+    """--memory names what --diff-steps names: a gradient by its parameter, Adam's state by its
+    parameter; eight storages the tanh chain saved are one row, named by the graph's root; the
+    frame's list of 20 losses is one row."""
+    p = script("names.py", MEMORY_NAMES)
+    res = inspect_cli("--launch", str(p), "--break", f"{p}:{marker_line(p)}", "--memory", "--frame",
+                      "--top", "20", "--kill")
+    assert res.rc == 0, res.err
+    rows = [" ".join(line.split()) for line in res.out.splitlines()]
+    for name in ("model.encoder.0.weight.grad", "model.encoder.2.weight.grad",
+                 "opt.state[model.encoder.0.weight]['exp_avg']", "opt.state[model.encoder.2.weight]['exp_avg_sq']",
+                 "opt.state[model.fc.weight]['exp_avg']"):
+        assert f"256.0 KiB cpu 256.0 KiB `{name}`" in rows or any(r.endswith(f"`{name}`") for r in rows), name
+    assert "opt.state['exp_avg']" not in res.out and "unnamed" not in res.out, res.out
+    # 9 of the chain's outputs have no tensor object (h has one): one row, by the outermost root.
+    assert "9 × 256.0 KiB cpu 256.0 KiB saved by `loss`'s graph" in rows, res.out
+    assert "256.0 KiB cpu 256.0 KiB `h`; saved by `loss`'s graph" in rows
+    # graph-saved counts every storage a graph saved and says what it is; no empty allocator column.
+    dev = next(r for r in rows if r.startswith("device "))
+    assert dev == "device tensors storages bytes graph-saved"
+    assert any(r.startswith("graph-saved: storages that live autograd graphs keep for backward (") for r in rows)
+    assert "No allocator column: CUDA is not initialised in the target" in " ".join(rows)
+    # The frame: losses[0..19] on one row.
+    assert "20 × 4 B cpu losses[0..19] () float32 () 0 yes" in rows, res.out
+    assert "losses[3]" not in res.out
