@@ -400,7 +400,40 @@ class ExpressionsMixin:
         if isinstance(result, TensorFact) and result.meta is None and not basic and not _surely_advanced(index):
             # `offsets[i]` with `i` unknown: an int gives a view, a tensor a copy.
             return replace(result, is_view=None, storage_key=None, view_of=None, contiguous=None)
+        if isinstance(result, TensorFact) and result.meta is None and result.sym is None and base.meta is None and base.sym is not None:
+            gathered = self._one_list_index(base, index, scope)
+            if gathered is not None:
+                return with_fields(result, sym=gathered.sym, assumes=result.assumes | gathered.assumes)
         return result
+
+    def _one_list_index(self: Interpreter, base: TensorFact, index: Value, scope: Scope) -> TensorFact | None:
+        """`h[:, [-1], :]` (llama2.c's last position, kept as a dim): slices and one list of
+        ints. Advanced indexing copies: the list's dim has its length, the others are sliced;
+        the layout is not stated."""
+        if isinstance(index, Const) and isinstance(index.value, tuple):  # all literal: `[:, [-1], :]`
+            raw: list[Value] = [
+                SeqValue(tuple(Const(x) for x in v), "list") if isinstance(v, list) else Const(v) for v in index.value
+            ]
+        else:
+            raw = list(index.items) if isinstance(index, SeqValue) and index.kind == "tuple" else [index]
+        lists = [i for i, item in enumerate(raw) if isinstance(item, SeqValue) and item.kind == "list"]
+        if len(lists) != 1:
+            return None
+        picked = raw[lists[0]]
+        assert isinstance(picked, SeqValue)
+        if not picked.items or not all(isinstance(v, Const) and type(v.value) is int for v in picked.items):
+            return None
+        others = [Const(slice(None)) if i == lists[0] else item for i, item in enumerate(raw)]
+        items = self._symbolic_index_items(SeqValue(tuple(others), "tuple"))
+        if items is None or any(not (isinstance(i, tuple) and i[0] == "slice") for i in items):
+            return None  # ints, None or ... beside a list: numpy's placement rules, not followed
+        sliced = self.symops.index(base, items, scope)
+        if sliced is None or sliced.sym is None:
+            return None
+        shape = list(sliced.sym.shape)
+        shape[lists[0]] = len(picked.items)
+        out = self.symops.fresh(tuple(shape), base, [base], scope, dtype=base.dtype, contiguous=False)
+        return with_fields(out, is_view=False, view_of=None)
 
     def _symbolic_index_items(self: Interpreter, index: Value) -> list[Any] | None:
         """Basic index items with sizes: ints, ("slice", start, stop, step), None, Ellipsis."""
@@ -722,8 +755,10 @@ def _surely_advanced(index: Value) -> bool:
     """An index that makes torch copy for sure: a tensor, or a tuple holding one."""
     if isinstance(index, TensorFact):
         return True
-    if isinstance(index, Const) and isinstance(index.value, list):
-        return True
+    if isinstance(index, Const) and (
+        isinstance(index.value, list) or (isinstance(index.value, tuple) and any(isinstance(v, list) for v in index.value))
+    ):
+        return True  # `x[[0, 2]]`, `h[:, [-1], :]`
     return isinstance(index, SeqValue) and any(isinstance(i, TensorFact) or (isinstance(i, Const) and isinstance(i.value, list)) for i in index.items)
 
 

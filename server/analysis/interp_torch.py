@@ -141,6 +141,14 @@ class TorchCallsMixin:
             return TensorFact(requires_grad=grad, carries_graph=False)
         if not exact:
             return self._opaque_result(args, kwargs, scope)
+        if prefix == "torch" and leaf == "multinomial" and args and isinstance(args[0], TensorFact) and args[0].meta is None and args[0].sym is not None:
+            # `torch.multinomial(probs, num_samples=1)` of symbolic sizes: (*probs.shape[:-1],
+            # num_samples) int64 indices, a new tensor that never needs grad.
+            count = self.symops.size_of(args[1] if len(args) > 1 else kwargs.get("num_samples"))
+            if count is not None:
+                shape = (*args[0].sym.shape[:-1], count)
+                out = self.symops.fresh(shape, args[0], [args[0]], scope, dtype="int64")
+                return with_fields(out, requires_grad=False, carries_graph=False, is_view=False)
         if prefix == "torch" and leaf in _INDICES_WHATEVER and args and not any(isinstance(a, TensorFact) and (a.meta is not None or a.sym is not None) for a in args):
             # `torch.multinomial(probs, 1)`, `torch.topk(logits, k)` of a value whose sizes the
             # analysis does not have: the indices are a new int64 tensor that never needs grad.

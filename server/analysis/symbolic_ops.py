@@ -427,9 +427,12 @@ class SymbolicOps(ModuleOutputs):
         if first:
             found = self.size_of(args[0] if args else kwargs.get("k"))
             if found is None:
-                return None
-            k = found
-            self.mark_int(args[:1] or [kwargs["k"]])
+                # `topk(logits, min(top_k, logits.size(-1)))`: an int nobody can name here;
+                # the rank, the other sizes and the dtypes stay.
+                k = sz.anonymous()
+            else:
+                k = found
+                self.mark_int(args[:1] or [kwargs["k"]])
         dim = self._dim_arg(args, kwargs, first, "dim", None if name in ("max", "min", "median") else -1)
         if dim is None:
             return None
