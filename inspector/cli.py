@@ -95,6 +95,9 @@ def register(commands: Any) -> None:
     step_diff.add_arguments(p)
     cuda_report.add_arguments(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--wide", action="store_true",
+                   help=tr("text: every column, no wrapping (reports fit COLUMNS, the terminal's width, or 80 "
+                        "columns by default, leaving out the least essential columns and saying which)"))
     after = p.add_mutually_exclusive_group()
     after.add_argument("--continue", dest="kill", action="store_false",
                        help=tr("afterwards detach and let the target run (default)"))
@@ -230,7 +233,7 @@ def _print_and_leave(
     if args.format == "json":
         print(reports.render_json(report), flush=True)
     else:
-        print_text(report, reports.stdout_console())
+        print_text(report, reports.stdout_console(args.wide))
     s.finish(kill=args.kill)
     if args.launch and not args.kill:
         return s.wait_target(timeout=None)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stridelens.i18n import N_, tr
+from stridelens.inspector import fit
 from stridelens.inspector.reports import pid_torch, stop_line
 
 TITLES = {
@@ -257,7 +258,7 @@ def explain_errors_table(r: dict[str, Any]) -> Group:
     tb = r.get("traceback") or []
     if tb:
         parts.append(Text(tr("Traceback, the script's own frames (most recent call last):"), style="bold"))
-        parts.extend(Text.assemble("  ", where(f)) for f in tb)
+        parts.extend(fit.bullet("  ", where(f)) for f in tb)
     return Group(*parts)
 
 

@@ -35,7 +35,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stridelens.i18n import N_, ntr, tr
-from stridelens.inspector import grads_probe
+from stridelens.inspector import fit, grads_probe
 from stridelens.inspector.target_text import from_target
 from stridelens.server.units import human_bytes
 
@@ -429,11 +429,11 @@ def grads_group(r: dict[str, Any]) -> Group:
                   _num(p["ratio"]),
                   "" if p["nan"] is None else str(p["nan"]), "" if p["inf"] is None else str(p["inf"]),
                   "" if p["zero_fraction"] is None else f"{100 * p['zero_fraction']:.1f}%", state)
-    parts: list[Any] = [t]
+    parts: list[Any] = [fit.Fit(t, ["NaN", "Inf", "#", tr("zeros"), tr("shape")])]
     if r["findings"]:
         parts.append(Text(tr("Findings"), style="bold"))
         for f in r["findings"]:
-            parts.append(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), tr(": "), f["message"]))
+            parts.append(fit.bullet(("  ⚠ ", "bold red"), (f["kind"], "bold"), tr(": "), f["message"]))
     elif r["params"]:
         parts.append(Text(tr("No collapse, explosion, NaN/Inf or missing gradient found."), style="green"))
     sp = r.get("span")

@@ -165,7 +165,7 @@ def run_all_ranks(args: argparse.Namespace, err: Console) -> int:
             if args.format == "json":
                 print(reports.render_json(report), flush=True)
             else:
-                rank_reports.print_text(report, reports.stdout_console())
+                rank_reports.print_text(report, reports.stdout_console(args.wide))
             ranks.finish(kill=args.kill)
         if proc is not None:
             _end_torchrun(proc, args.kill)

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stridelens.i18n import ntr, tr
+from stridelens.inspector import fit
 from stridelens.inspector.rank_findings import kind_text
 from stridelens.inspector.reports import describe_table, frame_table, memory_tables
 from stridelens.server.units import human_bytes
@@ -103,7 +104,7 @@ def print_text(report: dict[str, Any], console: Console) -> None:
     if report["findings"]:
         console.print(Text(tr("Findings across ranks"), style="bold"))
         for f in report["findings"]:
-            console.print(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), tr(": "), f["message"]))
+            console.print(fit.bullet(("  ⚠ ", "bold red"), (f["kind"], "bold"), tr(": "), f["message"]))
     else:
         console.print(Text(tr("No distributed findings."), style="green"))
     console.print(differences_table(report))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from typing import Any
 
 from rich import box
@@ -13,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stridelens.i18n import ntr, tr
+from stridelens.inspector import fit
 from stridelens.inspector.target_text import from_target
 from stridelens.server.units import human_bytes
 
@@ -23,9 +23,9 @@ def _tuple(v: list[int] | None) -> str:
     return "(" + ", ".join(map(str, v)) + ("," if len(v) == 1 else "") + ")"
 
 
-def stdout_console() -> Console:
-    """The console reports are printed on (132 columns when not a terminal, never wrapped)."""
-    return Console(width=None if sys.stdout.isatty() else 132, soft_wrap=False)
+def stdout_console(wide: bool = False) -> Console:
+    """The console reports are printed on: COLUMNS, the terminal's width or 80; --wide: no limit."""
+    return fit.stdout_console(wide)
 
 
 def render_json(report: dict[str, Any]) -> str:
@@ -175,15 +175,16 @@ def frame_table(r: dict[str, Any]) -> Group:
                 str(m["storage_offset"]), tr("yes") if m["contiguous"] else tr("no"),
                 (m["view_of"] or tr("(unnamed)")) if m["is_view"] else "", m["grad_fn"] or "",
             )
-    lines = [Text(f"• {group_summary(g)}") for g in r["groups"] if len(g["tensors"]) > 1 or g["tensors"][0]["is_view"]]
-    lines += [Text("• " + tr("{name}: {layout} tensor, {note}").format(name=x["name"], layout=x["layout"],
-                                                                         note=from_target(x["note"])),
-                   style="yellow") for x in r["no_storage"]]
+    lines: list[Any] = [fit.bullet("• ", group_summary(g)) for g in r["groups"]
+                        if len(g["tensors"]) > 1 or g["tensors"][0]["is_view"]]
+    lines += [fit.bullet("• ", (tr("{name}: {layout} tensor, {note}").format(
+        name=x["name"], layout=x["layout"], note=from_target(x["note"])), "yellow")) for x in r["no_storage"]]
     total = Text(tr("{tensors}, {storages}, {bytes}").format(
         tensors=ntr("{n} tensor", "{n} tensors", r["tensor_count"]).format(n=f"{r['tensor_count']:,}"),
         storages=ntr("{n} storage", "{n} storages", len(r["groups"])).format(n=f"{len(r['groups']):,}"),
         bytes=human_bytes(r["total_bytes"])), style="dim")
-    return Group(t, *lines, total)
+    drop = [tr("offset"), tr("contig."), "grad_fn", "dtype", tr("view of")]
+    return Group(fit.Fit(t, drop), *lines, total)
 
 
 def _held_by(g: dict[str, Any]) -> str:
@@ -230,8 +231,10 @@ def memory_tables(r: dict[str, Any]) -> Group:
             row.append(tr("{bytes} allocated").format(bytes=human_bytes(d["allocated"])) if "allocated" in d else "")
         dev.add_row(*row)
     graph_only = sum(d["graph_only_bytes"] for d in r["devices"])
-    notes = [Text(tr("graph-saved: storages that live autograd graphs keep for backward ({bytes} of them held by "
-                     "nothing else: no tensor object has them)").format(bytes=human_bytes(graph_only)), style="dim")]
+    saved = sum(d.get("graph_saved_bytes", d["graph_only_bytes"]) for d in r["devices"])
+    notes: list[Any] = [] if not saved else [Text(tr(
+        "graph-saved: storages that live autograd graphs keep for backward ({bytes} of them held by nothing else: "
+        "no tensor object has them)").format(bytes=human_bytes(graph_only)), style="dim")]
     if not with_alloc:
         notes.append(Text(tr("No allocator column: CUDA is not initialised in the target (CPU tensors have no "
                              "caching-allocator count; --cuda-summary shows the process RSS)"), style="dim"))
@@ -243,11 +246,12 @@ def memory_tables(r: dict[str, Any]) -> Group:
         size = human_bytes(g["bytes"]) if n == 1 else f"{n} × {human_bytes(g['bytes'])}"
         # Text, not markup: `opt.state[model.fc.weight]['exp_avg']` is no style tag.
         top.add_row(size, str(g["device"]), human_bytes(g["used_bytes"]), Text(held))
-    parts: list[Any] = [dev, *notes, top]
+    parts: list[Any] = [fit.Fit(dev, [tr("tensors"), tr("storages")]), *notes,
+                        fit.Fit(top, [tr("device"), tr("used")])]
     if r["findings"]:
         parts.append(Text(tr("Findings"), style="bold"))
         for f in r["findings"]:
-            parts.append(Text.assemble(("  ⚠ ", "bold red"), (f["kind"], "bold"), tr(": "), from_target(f["message"])))
+            parts.append(fit.bullet(("  ⚠ ", "bold red"), (f["kind"], "bold"), tr(": "), from_target(f["message"])))
     else:
         parts.append(Text(tr("No leak patterns found."), style="green"))
     parts.append(Text(tr("{tensors}, {storages}, {roots} ({nodes} walked)").format(

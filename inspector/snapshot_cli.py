@@ -99,7 +99,7 @@ def run(args: argparse.Namespace, err: Console) -> int:
     if args.format == "json":
         print(reports.render_json(report), flush=True)
     else:
-        print_text(report, reports.stdout_console())
+        print_text(report, reports.stdout_console(args.wide))
     return 0
 
 

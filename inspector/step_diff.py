@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stridelens.i18n import N_, ntr, tr
-from stridelens.inspector import diff_probe
+from stridelens.inspector import diff_probe, fit
 from stridelens.inspector.target_text import from_target
 from stridelens.server.units import human_bytes
 
@@ -240,13 +240,13 @@ def group_text(d: dict[str, Any]) -> Group:
                   f"{g['new_storages']} ({human_bytes(g['new_bytes'])})", _curve_text(g["bytes_by_stop"]),
                   _per_step_text(g), Text(tr(SHAPE_SHORT[g["shape"]]), style=style))
     if shown:
-        parts.append(t)
+        parts.append(fit.Fit(t, [tr("kind"), tr("new"), tr("bytes per stop")]))
     else:
         parts.append(Text(tr("No storage is new at the second stop and no keeper grew."), style="green"))
     for g in shown:
         # variables and gradients refilled each step are the normal case: no note in the text
         if g["note"] and (g["shape"] != "flat" or g["kind"] == diff_probe.CONTAINER):
-            parts.append(Text.assemble(("  • ", "bold"), (from_target(g["keeper"]), "bold"), tr(": "), g["note"]))
+            parts.append(fit.bullet(("  • ", "bold"), (from_target(g["keeper"]), "bold"), tr(": "), g["note"]))
     rest = len([g for g in d["groups"] if g["new_storages"] or g["growth_bytes"]]) - len(shown)
     if rest > 0:
         parts.append(Text(ntr("… {n} more keeper (see --format json)", "… {n} more keepers (see --format json)",

@@ -23,6 +23,8 @@ Every line fits `width` columns. Shared by `stridelens explain` and the hover ca
 
 from __future__ import annotations
 
+import re
+
 from stridelens.i18n import columns, ntr, tr
 from stridelens.server.analysis.facts import TensorFact
 from stridelens.server.units import human_bytes
@@ -108,7 +110,7 @@ def _grid(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], wi
     footer = tr("offset {offset}, strides {strides}").format(offset=fact.storage_offset, strides=strides)
     if repeated:
         footer += tr("; some elements are read more than once")
-    lines.append(_fit(footer, width))
+    lines += _wrap(footer, width)
     return lines
 
 
@@ -144,7 +146,7 @@ def _bar(fact: TensorFact, shape: tuple[int, ...], strides: tuple[int, ...], num
         own = _elements(numel) + (f" ({human_bytes(numel * element)})" if element else "")
         what = tr("reads {size} spread over {whole}").format(size=own, whole=whole)
     footer = tr("{what} from element {first}, strides {strides}").format(what=what, first=f"{first:,}", strides=strides)
-    return [f"{label}{''.join(marks)}{close}", _fit(footer, width)]
+    return [f"{label}{''.join(marks)}{close}", *_wrap(footer, width)]
 
 
 def _percent(part: int, whole: int) -> str:
@@ -168,5 +170,28 @@ def _clip(text: str, width: int) -> str:
     return text
 
 
-def _fit(text: str, width: int) -> str:
-    return text if columns(text) <= width else _clip(text, width - 1) + "…"
+_WORD = re.compile(r"\S*\([^()]*\)\S*|\S+")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` columns, broken at spaces: a number or a stride tuple
+    is never cut (the hover read "strides (64, 25…" for (64, 256, 1)); the rest of a line is
+    indented by two. A run of text wider than a line is broken at the last column that fits."""
+    lines: list[str] = []
+    line = ""
+    for word in _WORD.findall(text):  # a parenthesised tuple is one word
+        joined = f"{line} {word}" if line else word
+        if columns(joined) <= width or not line:
+            line = joined
+            continue
+        lines.append(line)
+        line = "  " + word
+    lines.append(line)
+    out: list[str] = []
+    for x in lines:  # a run wider than a line (text without spaces, as Chinese is) breaks at a column
+        while columns(x) > width:
+            head = _clip(x, width)
+            out.append(head)
+            x = "  " + x[len(head):]
+        out.append(x)
+    return out

@@ -207,8 +207,8 @@ def test_memory_names_output_cache_and_losses(kernel: Kernel) -> None:
     assert f"output_cache: Out[{lost.count}] (also _, _{lost.count}) keeps 4.0 MiB of cpu storage alive" in flat
     assert f"Out[{named.count}]" not in flat.split("Findings", 1)[1]
     assert "graph_kept_alive: losses (list of 4) keeps 4 autograd graphs alive" in flat
-    assert re.search(rf"4\.0 MiB\s+cpu\s+4\.0 MiB\s+Out\[{lost.count}\]", text)
-    assert re.search(r"2\.0 MiB\s+cpu\s+2\.0 MiB\s+kept\b", text)
+    assert re.search(rf"4\.0 MiB\s+cpu\s+4\.0 MiB\s+`Out\[{lost.count}\]`", text)
+    assert re.search(r"2\.0 MiB\s+cpu\s+2\.0 MiB\s+`kept`", text)
     assert f"Out[{lost.count}]" in page and "losses" in page and "graph_kept_alive" in page
     # Cleared cache: the finding goes, but IPython's hidden `_` still holds the last result.
     kernel.ok("%reset -f out")

@@ -116,3 +116,18 @@ async def test_explain_request_answers_like_the_cli(lsp: Session) -> None:
         {"textDocument": {"uri": "file:///tmp/never-opened.py"}, "positions": [{"line": 0, "character": 0}]},
     )
     assert unopened == [None]
+
+
+async def test_the_storage_picture_wraps_at_a_token_boundary(lsp: Session) -> None:
+    """A footer wider than the hover ("reads 4.0 KiB of 4.0 KiB (100%) from element 0, strides
+    (64, 1, 16)") goes on to a second line whole; it was cut mid-number ("strides (64, 1…")."""
+    uri = "file:///tmp/stridelens-hover/wide.py"
+    lsp.open(uri, "import torch\n\na = torch.randn(16, 4, 16)\nb = a.transpose(1, 2)\n")
+    await lsp.wait_analyzed(uri, exact=True)
+    b = torch.randn(16, 4, 16).transpose(1, 2)
+    card = text(await lsp.hover(uri, 3, 0))
+    picture = card.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert max(map(len, picture)) <= 64 and "…" not in "".join(picture), picture
+    footer = " ".join(line.strip() for line in picture[1:])
+    assert footer == f"reads 4.0 KiB of 4.0 KiB (100%) from element 0, strides {b.stride()}", picture
+    assert picture[-1].strip() == f"{b.stride()}" or picture[-1].strip().endswith(f"strides {b.stride()}")
