@@ -113,12 +113,21 @@ def _join_written(a: RenderedLayout | None, b: RenderedLayout | None) -> Rendere
     if a == b:
         return a
     return RenderedLayout(
-        a.shape if a.shape == b.shape else None,
+        _join_shape(a.shape, b.shape),
         a.strides if a.strides == b.strides else None,
         a.offset if a.offset == b.offset else None,
         tuple(sorted(set(a.assumes) | set(b.assumes))),
         a.layout_ok and b.layout_ok and a.strides == b.strides,
     )
+
+
+def _join_shape(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    """Two written shapes of one rank: the sizes both say, None (unstated) where they differ."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    if a == b:
+        return a
+    return tuple(x if x == y else None for x, y in zip(a, b, strict=True))
 
 
 class _JoinedRendering:
