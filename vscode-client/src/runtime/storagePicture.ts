@@ -142,8 +142,32 @@ export function percent(part: number, whole: number): string {
   return share >= 0.01 ? `${general2(share)}%` : "<0.01%";
 }
 
-function fit(text: string, width: number): string {
-  return columns(text) <= width ? text : clip(text, width - 1) + "…";
+/** `text` in lines of at most `width` columns, broken at spaces, as storage_picture.py's
+ * `_wrap`: a number or a parenthesised stride tuple is never cut; the rest of a line is
+ * indented by two, and a run wider than a line breaks at the last column that fits. */
+export function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.match(/\S*\([^()]*\)\S*|\S+/g) ?? []) {
+    const joined = line ? `${line} ${word}` : word;
+    if (columns(joined) <= width || !line) {
+      line = joined;
+      continue;
+    }
+    lines.push(line);
+    line = "  " + word;
+  }
+  lines.push(line);
+  const out: string[] = [];
+  for (let x of lines) {
+    while (columns(x) > width) {
+      const head = clip(x, width);
+      out.push(head);
+      x = "  " + [...x].slice([...head].length).join("");
+    }
+    out.push(x);
+  }
+  return out;
 }
 
 /** Whether the layout can be pictured (known, non-empty, non-negative strides). */
@@ -179,7 +203,7 @@ export function gridPicture(l: Layout, width: number): GridPicture | null {
   if (columns(header) > width) header = l10n.t("storage {size}{rows}", { size, rows });
   let footer = l10n.t("offset {offset}, strides {strides}", { offset: l.offset, strides: tuple(l.strides) });
   if (repeated) footer += l10n.t("; some elements are read more than once");
-  return { kind: "grid", total, row, cell, readers, repeated, header: clip(header, width), footer: fit(footer, width) };
+  return { kind: "grid", total, row, cell, readers, repeated, header: clip(header, width), footer };
 }
 
 /** The to-scale bar of `cells` cells. */
@@ -235,12 +259,12 @@ const MARK_CHAR: Record<Mark, string> = { used: USED, free: FREE, spread: SPREAD
 export function pictureLines(l: Layout, width = 78): string[] {
   const p = storagePicture(l, width);
   if (!p) return [];
-  if (p.kind === "bar") return [`${barLabel()}${p.marks.map((m) => MARK_CHAR[m]).join("")}${BAR_CLOSE}`, fit(p.footer, width)];
+  if (p.kind === "bar") return [`${barLabel()}${p.marks.map((m) => MARK_CHAR[m]).join("")}${BAR_CLOSE}`, ...wrap(p.footer, width)];
   const lines = [p.header];
   for (let start = 0; start < p.total; start += p.row) {
     const row = p.readers.slice(start, Math.min(start + p.row, p.total));
     lines.push("  " + row.map((r) => (r === null ? "·" : String(r)).padStart(p.cell)).join(""));
   }
-  lines.push(p.footer);
+  lines.push(...wrap(p.footer, width));
   return lines;
 }
