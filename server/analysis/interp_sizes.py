@@ -23,6 +23,7 @@ from stridelens.server.analysis.layer_ranks import einops_input_rank
 from stridelens.server.analysis.layouts import Layout
 from stridelens.server.analysis.naming import NameContext, Path
 from stridelens.server.analysis.sizes import Size, SymExpr
+from stridelens.server.analysis.symbolic_einops import FUNCTIONS as EINOPS_FUNCTIONS
 from stridelens.server.analysis.values import (
     NUMBER,
     UNKNOWN,
@@ -505,15 +506,12 @@ def infer_parameter_ranks(
     return {k: v for k, v in ranks.items() if k not in conflicts and 0 < v <= 8}
 
 
-_EINOPS_FUNCTIONS = frozenset({"rearrange", "reduce", "repeat"})
-
-
 def pattern_ranks(call: ast.Call) -> list[tuple[str, int]]:
     """(operand name, rank) for a bare-name operand whose rank an einops pattern fixes:
     `rearrange`/`reduce`/`repeat(x, pattern, ...)`. A pattern with an ellipsis fixes none."""
     name = call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id if isinstance(call.func, ast.Name) else None
     args = call.args
-    if name in _EINOPS_FUNCTIONS and len(args) >= 2 and isinstance(args[0], ast.Name) and _is_str(args[1]):
+    if name in EINOPS_FUNCTIONS and len(args) >= 2 and isinstance(args[0], ast.Name) and _is_str(args[1]):
         rank = einops_input_rank(args[1].value)  # type: ignore[attr-defined]
         return [(args[0].id, rank)] if rank is not None else []
     # einsum is not evidence here: an operand of unknown shape takes the sizes the other

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from stridelens.server.analysis.symbolic_einops import PatternError, parse_side
 from stridelens.server.analysis.values import ModuleValue, Value
 
 # Layers that raise on any input rank but this one (torch 2.13's `_check_input_dim`).
@@ -40,27 +41,13 @@ _KEEPS_RANK_FUNCTIONS = frozenset(
 
 
 def einops_input_rank(pattern: str) -> int | None:
-    """The rank an einops pattern's input must have (`'b c (h p1) (w p2) -> ...'`: 4): its
-    words, `1`s and parenthesised groups; None with `...` or anything unexpected."""
-    part = pattern.partition("->")[0]
-    if "..." in part or "…" in part:
+    """The rank an einops pattern's input must have (`'b c (h p1) (w p2) -> ...'`: 4), as
+    `symbolic_einops.parse_side` reads it; None with an ellipsis or a pattern it refuses."""
+    try:
+        side = parse_side(pattern.partition("->")[0])
+    except PatternError:
         return None
-    rank = depth = 0
-    for token in part.replace("(", " ( ").replace(")", " ) ").split():
-        if token == "(":
-            if depth:
-                return None
-            depth = 1
-            rank += 1
-        elif token == ")":
-            if not depth:
-                return None
-            depth = 0
-        elif not depth:
-            if not (token.isidentifier() or token.isdigit()):
-                return None
-            rank += 1
-    return rank if rank and not depth else None
+    return None if side.has_ellipsis or not side.composition else len(side.composition)
 
 
 def _layer_rank(layer: Value) -> tuple[bool, int | None]:
@@ -68,7 +55,7 @@ def _layer_rank(layer: Value) -> tuple[bool, int | None]:
     if not isinstance(layer, ModuleValue):
         return False, None
     leaf = layer.name.rpartition(".")[2]
-    if leaf in ("Rearrange", "Reduce") and layer.path.startswith("einops") and layer.args:
+    if leaf in ("Rearrange", "Reduce") and layer.path.startswith("einops.") and layer.args:
         # einops.layers.torch: the pattern fixes the input's rank.
         pattern = getattr(layer.args[0], "value", None)
         return False, einops_input_rank(pattern) if isinstance(pattern, str) else None
