@@ -499,6 +499,26 @@ def _bind_param_target(target: ast.expr, source: str | None, names: set[str]) ->
             names.add(target.elts[1].id)
 
 
+def _loop_param_names(loop: ast.For | ast.AsyncFor, dicts: set[str]) -> set[str]:
+    """The names this one loop binds to parameters or buffers (see `param_loop_names`)."""
+    names: set[str] = set()
+    it, target = loop.iter, loop.target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args:
+        if isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            it, target = it.args[0], target.elts[1]
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip":
+        if isinstance(target, ast.Tuple) and len(target.elts) == len(it.args):
+            for arg, sub in zip(it.args, target.elts, strict=True):
+                _bind_param_target(sub, _param_source(arg, dicts), names)
+        return names
+    _bind_param_target(target, _param_source(it, dicts), names)
+    return names
+
+
+def _binds(target: ast.expr, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target))
+
+
 def param_loop_names(analysis: Analysis) -> set[str]:
     """Names bound to parameters or buffers by a loop: `for p in m.parameters()`, `for n, p in
     m.named_parameters()`, `for k, v in m.state_dict().items()`, `for p in group["params"]`,
@@ -510,20 +530,31 @@ def param_loop_names(analysis: Analysis) -> set[str]:
     dicts = param_dict_names(analysis)
     names: set[str] = set()
     for loop in index.loops:
-        if not isinstance(loop, (ast.For, ast.AsyncFor)):
-            continue
-        it, target = loop.iter, loop.target
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" and it.args:
-            if isinstance(target, ast.Tuple) and len(target.elts) == 2:
-                it, target = it.args[0], target.elts[1]
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip":
-            if isinstance(target, ast.Tuple) and len(target.elts) == len(it.args):
-                for arg, sub in zip(it.args, target.elts, strict=True):
-                    _bind_param_target(sub, _param_source(arg, dicts), names)
-            continue
-        _bind_param_target(target, _param_source(it, dicts), names)
+        if isinstance(loop, (ast.For, ast.AsyncFor)):
+            names |= _loop_param_names(loop, dicts)
     index._param_names = names  # type: ignore[attr-defined]
     return names
+
+
+def is_param_loop_name(analysis: Analysis, node: ast.expr) -> bool:
+    """`node` is a name a parameter loop binds *here*: the innermost enclosing `for` that binds
+    the name is a parameter loop, or (no enclosing loop binds it) one in the same function
+    does. A name is not one file-wide: `for param in m.parameters()` in one method says
+    nothing of `for param in m.named_parameters()` (a `(name, param)` tuple) in another."""
+    if not isinstance(node, ast.Name) or node.id not in param_loop_names(analysis):
+        return False
+    index = index_of(analysis)
+    dicts = param_dict_names(analysis)
+    parent = index.parents.get(node)
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and _binds(parent.target, node.id):
+            return node.id in _loop_param_names(parent, dicts)
+        parent = index.parents.get(parent)
+    scope = enclosing_scope(index, node)
+    return any(
+        isinstance(loop, (ast.For, ast.AsyncFor)) and node.id in _loop_param_names(loop, dicts) and enclosing_scope(index, loop) is scope
+        for loop in index.loops
+    )
 
 
 def param_dict_names(analysis: Analysis) -> set[str]:
@@ -555,7 +586,7 @@ def is_tensor_expr(analysis: Analysis, node: ast.expr) -> bool:
         return True
     if isinstance(node, ast.Subscript) and _is_param_dict(node.value, param_dict_names(analysis)):
         return True  # `state_dict[k]`, `src_parameters[k]`
-    return isinstance(node, ast.Name) and node.id in param_loop_names(analysis)
+    return is_param_loop_name(analysis, node)
 
 
 def torch_alias(analysis: Analysis) -> str | None:

@@ -13,9 +13,9 @@ from stridelens.server.rules._helpers import (
     dotted,
     index_of,
     is_inplace_method,
+    is_param_loop_name,
     make_finding,
     node_range,
-    param_loop_names,
     segment,
     short,
     walk_body,
@@ -98,7 +98,7 @@ def _activation(analysis: Analysis, source: ast.expr) -> bool:
         return False
     if len(parts) > 1 and parts[0] == "self":
         return False
-    return not (isinstance(node, ast.Name) and node.id in param_loop_names(analysis))
+    return not (isinstance(node, ast.Name) and is_param_loop_name(analysis, node))
 
 
 def _detach_definition(analysis: Analysis, body: list[ast.stmt], name: str, before: ast.stmt) -> ast.Call | None:

@@ -63,11 +63,33 @@ def _device_source(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return args[1:]
 
 
+# Reads of an input's metadata: Python ints (or a device), never a tensor on the input's device.
+_METADATA_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset", "item", "tolist", "element_size"})
+_METADATA_ATTRS = frozenset({"shape", "ndim", "device", "dtype", "is_cuda"})
+_METADATA_BUILTINS = frozenset({"len", "int", "float", "bool"})
+
+
+def _metadata_read(node: ast.AST) -> bool:
+    """`x.size(1)`, `x.shape[0]`, `x.dim()`, `len(x)`, `int(x)`: a number, not a tensor; a
+    CPU tensor times it stays on the CPU and mixes with nothing."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in _METADATA_METHODS:
+            return True
+        return isinstance(func, ast.Name) and func.id in _METADATA_BUILTINS
+    return isinstance(node, ast.Attribute) and node.attr in _METADATA_ATTRS
+
+
 def _derived(names: set[str], node: ast.expr) -> str | None:
-    """The input name `node` is computed from, if any."""
-    for sub in walk(node):
+    """The input name `node` is computed from as a tensor, if any (metadata reads skipped)."""
+    todo: list[ast.AST] = [node]
+    while todo:
+        sub = todo.pop()
+        if _metadata_read(sub):
+            continue
         if isinstance(sub, ast.Name) and sub.id in names:
             return sub.id
+        todo.extend(ast.iter_child_nodes(sub))
     return None
 
 
@@ -197,7 +219,9 @@ SL214 = register(
             "`where`/`matmul`...) with a forward input or a value computed from one. Not "
             "flagged: `device=` given, `*_like`/`x.new_*` (they inherit the device), a result "
             "moved with `.to(...)`/`.cuda()`/`.type_as(...)` before use, 0-d tensors "
-            "(`torch.tensor(0.5)`, which mix with CUDA tensors), and use as an index.",
+            "(`torch.tensor(0.5)`, which mix with CUDA tensors), use as an index, and "
+            "arithmetic with the input's metadata (`torch.arange(B) * x.size(1)`, `x.shape[0]`, "
+            "`len(x)`: Python numbers, not tensors).",
             why="`.to('cuda')` moves the module's parameters and the caller moves the inputs, "
             "but a tensor built inside `forward` stays on the CPU. The op that mixes them raises "
             "'Expected all tensors to be on the same device' on the first GPU run, never in CPU "

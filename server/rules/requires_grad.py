@@ -15,9 +15,9 @@ from stridelens.server.rules._helpers import (
     enclosing_scope,
     enclosing_stmt,
     index_of,
+    is_param_loop_name,
     make_finding,
     node_range,
-    param_loop_names,
     replace_range,
     segment,
     short,
@@ -72,7 +72,7 @@ def _param_root(analysis: Analysis, node: ast.expr) -> bool:
         return False
     if isinstance(node, ast.Attribute) and node.attr in _PARAM_ATTRS:
         return isinstance(node.value, (ast.Name, ast.Attribute, ast.Subscript))
-    return isinstance(node, ast.Name) and node.id in param_loop_names(analysis)
+    return isinstance(node, ast.Name) and is_param_loop_name(analysis, node)
 
 
 def classify_chain(analysis: Analysis, node: ast.expr) -> Subject | None:

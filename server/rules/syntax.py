@@ -22,12 +22,15 @@ def syntax_findings(path: str, lines: Sequence[str], broken: Sequence[BrokenLine
     """One finding per syntax error of the tolerant parse. Its first error is Python's; each
     later one is the first error of the text with the earlier broken lines replaced, kept
     only when it lies below the last one kept (an error at or above it is an artefact of
-    the replacement: the placeholder `pass` under an `if`, a line that made no progress)."""
+    the replacement: the placeholder `pass` under an `if`, a line that made no progress), and
+    none after a bracket or string left open to the end of the file."""
     out: list[Finding] = []
     last = 0
     for error in broken:
         if error.line <= last:
             continue
+        if out and _runs_to_end(out[-1].message):
+            break
         last = error.line
         text = lines[error.line - 1] if 1 <= error.line <= len(lines) else ""
         width = len(text) + 1
@@ -35,6 +38,13 @@ def syntax_findings(path: str, lines: Sequence[str], broken: Sequence[BrokenLine
         end_col = max(col, min(error.end_col if error.end_col is not None else col + 1, width))
         out.append(Finding(path, error.line, col, error.line, end_col, CODE, error.message, Severity.ERROR))
     return out
+
+
+def _runs_to_end(message: str) -> bool:
+    """Python's error for a bracket or triple-quoted string still open at the end of the file:
+    everything after its opening belongs to it, so an error the tolerant parse finds below it
+    is an artefact (a truncated file's dict entries read as statements), not Python's."""
+    return message.endswith("was never closed") or message.startswith("unterminated triple-quoted string")
 
 
 def check_syntax(analysis: Analysis) -> list[Finding]:
