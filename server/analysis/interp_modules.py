@@ -104,6 +104,7 @@ class ModulesMixin:
             return
         inputs = [*node.args[: 3 if module.name == "MultiheadAttention" else 1], *(k.value for k in node.keywords if k.arg in ("query", "key", "value", "input"))]
         for expr in inputs:
+            expr = self._through_dtype_keepers(expr)
             if not isinstance(expr, ast.Name):
                 continue
             value = scope.lookup(expr.id)
@@ -113,6 +114,21 @@ class ModulesMixin:
                 value = TensorFact(storage_key=self.fresh_storage())  # (`q = x + pos` of parameters)
             if isinstance(value, TensorFact) and value.dtype is None and value.meta is None:
                 self._rebind_in_place(expr.id, with_fields(value, dtype=dtype), scope)
+
+    def _through_dtype_keepers(self: Interpreter, expr: ast.expr) -> ast.expr:
+        """The tensor under calls that return their input's dtype or raise (`F.relu(self.bn1(x))`
+        -> `x`): what reaches a Linear/Conv as float32 was float32 before them too."""
+        while isinstance(expr, ast.Call) and expr.args:
+            layer = self.facts.get(expr.func)
+            if isinstance(layer, ModuleValue) and layer.name in _DTYPE_KEEPING_LAYERS and len(expr.args) == 1:
+                expr = expr.args[0]
+            elif isinstance(layer, TorchRef) and layer.path.rsplit(".", 1)[-1] in _DTYPE_KEEPING_FUNCTIONS:
+                expr = expr.args[0]
+            else:
+                break
+        while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args and expr.func.attr in _DTYPE_KEEPING_FUNCTIONS:
+            expr = expr.func.value  # `x.relu()`
+        return expr
 
     def _with_layer_dtype(self: Interpreter, module: ModuleValue, x: TensorFact | None, result: Value) -> Value:
         """A layer's output with the dtype its parameters give (`_output_dtype`)."""
@@ -267,6 +283,17 @@ _RETURNS_PAIR = frozenset({"MultiheadAttention", "LSTM", "GRU", "RNN"})
 # Layers whose input must have their weight's dtype (F.linear, the convolutions, attention's
 # in-projection); not Embedding (integer indices).
 _SAME_DTYPE_INPUT = frozenset({"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "MultiheadAttention"})
+# Layers and functions whose output has their input's dtype for every input they accept (they
+# raise on the others; checked on torch 2.13: int64/bool/float16/float64 in). Not sigmoid/tanh:
+# they turn an integer input into float32.
+_DTYPE_KEEPING_LAYERS = frozenset(
+    {"ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Hardtanh", "Mish", "Hardswish", "SELU", "CELU",
+     "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "Identity", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+     "LayerNorm", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
+)  # fmt: skip
+_DTYPE_KEEPING_FUNCTIONS = frozenset(
+    {"relu", "relu6", "leaky_relu", "elu", "gelu", "silu", "hardtanh", "mish", "hardswish", "selu", "celu", "dropout"}
+)
 # Layers whose output has their input's dtype (norms run mixed float32 weights on a half input).
 _INPUT_DTYPE = _FRESH_OUTPUT - _WEIGHT_DTYPE | _MAY_RETURN_INPUT | {"Flatten", "Unflatten", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
 
