@@ -191,6 +191,36 @@ class Analysis:
         """False inside `torch.no_grad()` / `inference_mode()` / `@torch.no_grad()` bodies."""
         return self.grad_enabled.get(stmt)
 
+    def replay_matters_at(self, line: int) -> bool:
+        """Whether an exact (replayed) pass may answer differently at `line` than this
+        symbolic one: some fact of the code that reaches it has sizes a replay would know
+        (`sized_storages`). That code is the enclosing function's body (its facts also carry
+        what followed calls and globals gave), or, at module level, the module's own
+        statements. False for an exact analysis: it has replayed already."""
+        keys = self.sized_storages
+        if self.exact or not keys:
+            return False
+        scope: ast.AST = self.tree
+        stack: list[ast.AST] = [self.tree]
+        while stack:
+            node = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.stmt) and child.lineno <= line <= (child.end_lineno or child.lineno):
+                    if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        scope = child
+                    stack.append(child)
+        todo: list[ast.AST] = [scope]
+        while todo:
+            node = todo.pop()
+            value = self.values.get(node)
+            if isinstance(value, TensorFact) and value.storage_key in keys:
+                return True
+            for child in ast.iter_child_nodes(node):
+                if scope is self.tree and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue  # module level: its own statements (and class bodies), not the defs
+                todo.append(child)
+        return False
+
     def line_is_broken(self, line: int) -> BrokenLine | None:
         return next((b for b in self.broken if b.line == line), None)
 

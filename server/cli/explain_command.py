@@ -45,6 +45,10 @@ def register(commands: Any) -> None:
         "--format", choices=("text", "json"), default="text",
         help=tr("text for people, json for tools (the schema of DESIGN.md; always in English)"),
     )
+    sub.add_argument(
+        "--verbose", action="store_true",
+        help=tr("say on stderr, per file, whether torch was imported to replay ops on meta tensors"),
+    )
     sub.set_defaults(handler=run)
 
 
@@ -74,7 +78,7 @@ def _notebook_line(spec: str, path: str, cell_number: int, line: int, cache: dic
             program = read_notebook(path)
         except NotebookError as err:
             raise PositionError(str(err)) from None
-        cache[path] = (program, analyze_source(program.source, path))
+        cache[path] = (program, analyze_source(program.source, path, replay=False))
     program, analysis = cache[path]
     index = next((i for i, c in enumerate(program.cells) if c.number == cell_number), None)
     if index is None:
@@ -86,7 +90,13 @@ def _notebook_line(spec: str, path: str, cell_number: int, line: int, cache: dic
                 spec=spec, line=line, cell=cell_number, count=len(cell.lines)
             )
         )
-    return analysis, program.line_map.index((index, line - 1)) + 1
+    program_line = program.line_map.index((index, line - 1)) + 1
+    if analysis.replay_matters_at(program_line):
+        exact_key = f"{path}\0exact"
+        if exact_key not in cache:
+            cache[exact_key] = (program, analyze_source(program.source, path, replay=True))
+        analysis = cache[exact_key][1]
+    return analysis, program_line
 
 
 def explain_position(spec: str, cache: dict[str, Analysis], notebooks: dict[str, Any] | None = None) -> Explanation | None:
@@ -103,10 +113,16 @@ def explain_position(spec: str, cache: dict[str, Analysis], notebooks: dict[str,
             )
         if path not in cache:
             try:
-                cache[path] = analyze_file(path)
+                # Symbolic first: torch is imported only where a replay can change the answer.
+                cache[path] = analyze_file(path, replay=False)
             except SourceError as err:
                 raise PositionError(str(err)) from None
         analysis = cache[path]
+        if analysis.replay_matters_at(line):
+            exact_key = f"{path}\0exact"
+            if exact_key not in cache:
+                cache[exact_key] = analyze_source(analysis.source, path, replay=True)
+            analysis = cache[exact_key]
     if line > len(analysis.lines):
         raise PositionError(
             tr("{spec}: line {line} is past the end of the file ({count} lines)").format(
@@ -218,6 +234,14 @@ def _run(args: argparse.Namespace) -> int:
             continue
         answers.append(explanation.answer())
         texts.append(render_text(spec, explanation))
+    if getattr(args, "verbose", False):
+        for path in sorted({key.split("\0")[0] for key in [*cache, *notebooks]}):
+            exact = f"{path}\0exact" in cache or f"{path}\0exact" in notebooks
+            message = (
+                tr("{path}: replayed on meta tensors (torch imported)") if exact
+                else tr("{path}: symbolic analysis only (torch not imported)")
+            )
+            print(message.format(path=path), file=sys.stderr)
     if args.format == "json":
         if len(args.positions) == 1:
             if not failed:
