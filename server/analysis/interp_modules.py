@@ -120,12 +120,12 @@ class ModulesMixin:
         -> `x`): what reaches a Linear/Conv as float32 was float32 before them too."""
         while isinstance(expr, ast.Call) and expr.args:
             layer = self.facts.get(expr.func)
-            if isinstance(layer, ModuleValue) and layer.name in _DTYPE_KEEPING_LAYERS and len(expr.args) == 1:
-                expr = expr.args[0]
-            elif isinstance(layer, TorchRef) and layer.path.rsplit(".", 1)[-1] in _DTYPE_KEEPING_FUNCTIONS:
-                expr = expr.args[0]
-            else:
+            keeps = (isinstance(layer, ModuleValue) and layer.name in _DTYPE_KEEPING_LAYERS and len(expr.args) == 1) or (
+                isinstance(layer, TorchRef) and layer.path.rsplit(".", 1)[-1] in _DTYPE_KEEPING_FUNCTIONS
+            )
+            if not keeps:
                 break
+            expr = expr.args[0]
         while isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and not expr.args and expr.func.attr in _DTYPE_KEEPING_FUNCTIONS:
             expr = expr.func.value  # `x.relu()`
         return expr
