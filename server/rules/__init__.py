@@ -130,22 +130,33 @@ __all__ = [
 
 
 # The catalogue: importing these modules registers their rules (they import `register`).
-from stridelens.server.rules import (  # noqa: E402, F401
-    anomaly_detection,
-    api,
+# One rule per module, in a folder per concern (layout, autograd, training, api).
+from stridelens.server.rules import syntax  # noqa: E402, F401
+from stridelens.server.rules.api import tensor_from_tensors, typed_storage  # noqa: E402, F401
+from stridelens.server.rules.autograd import (  # noqa: E402, F401
+    anomaly_detection_on,
     backward_twice,
     data_attr,
     detach_shares_storage,
-    device_mismatch,
-    forward_call,
-    grad_scaler,
     graph_kept_alive,
-    inplace_saved,
-    layout,
-    requires_grad,
+    inplace_on_saved,
+    module_requires_grad,
+    requires_grad_on_non_leaf,
     retain_grad,
     retain_graph,
-    syntax,
-    training,
-    view_pins,
+)
+from stridelens.server.rules.layout import (  # noqa: E402, F401
+    noncontiguous_into_module,
+    reshape_copies,
+    view_noncontiguous,
+    view_pins_storage,
+    write_through_view,
+)
+from stridelens.server.rules.training import (  # noqa: E402, F401
+    clip_before_unscale,
+    clip_grad_order,
+    device_mismatch,
+    forward_called_directly,
+    inference_without_no_grad,
+    missing_zero_grad,
 )

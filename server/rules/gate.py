@@ -22,7 +22,7 @@ import ast
 
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import ClassInfo, InstanceValue, ModuleValue, TorchRef
-from stridelens.server.rules._helpers import index_of, walk
+from stridelens.server.rules.shared.ast_index import index_of, walk
 
 _LAYOUT_CALLS = frozenset({"view", "reshape", "reshape_as", "flatten", "ravel"})
 _CONV_LIKE = frozenset({"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "linear"})

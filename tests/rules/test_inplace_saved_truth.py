@@ -9,7 +9,7 @@ import pytest
 
 from stridelens.server.analysis import analyze_source
 from stridelens.server.rules import run_rules
-from stridelens.server.rules.inplace_saved import MODULE_OPS, SAVES
+from stridelens.server.rules.autograd.inplace_on_saved import MODULE_OPS, SAVES
 
 torch = pytest.importorskip("torch")
 

@@ -11,30 +11,32 @@ from dataclasses import replace
 
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
-from stridelens.server.rules import grad_mode, register
-from stridelens.server.rules._graph_names import ALIAS_METHODS, graph_names
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules import register
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared import grad_mode
+from stridelens.server.rules.shared.ast_index import (
     BLOCK_STATEMENTS,
     LOOP_NODES,
     SCOPE_NODES,
     Index,
-    append_edit,
     enclosing,
     enclosing_scope,
     index_of,
-    is_backward_call,
-    is_optimizer_step,
-    make_finding,
-    node_range,
-    segment,
-    short,
     stores_name,
     walk,
     walk_body,
     walk_scope,
     walk_statements,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.edits import (
+    append_edit,
+    make_finding,
+    node_range,
+    segment,
+    short,
+)
+from stridelens.server.rules.shared.graph_names import ALIAS_METHODS, graph_names
+from stridelens.server.rules.shared.training_loops import is_backward_call, is_optimizer_step
 
 
 def _backwarded_names(index: Index, loop: ast.AST) -> set[str]:

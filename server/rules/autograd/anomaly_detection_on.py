@@ -8,18 +8,16 @@ import re
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
+from stridelens.server.rules.shared.ast_index import (
     dotted,
     enclosing_stmt,
-    guarding_tests,
     index_of,
-    line_indent,
-    make_finding,
-    node_range,
     torch_path,
     walk,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
+from stridelens.server.rules.shared.edits import line_indent, make_finding, node_range
+from stridelens.server.rules.shared.guards import guarding_tests
 
 _ANOMALY_SET = ("torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly")
 _ANOMALY_CTX = ("torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly")

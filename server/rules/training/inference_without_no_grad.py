@@ -1,4 +1,4 @@
-"""Training-loop rules: inference without no_grad, clip order, zero_grad (SL206, SL209, SL211)."""
+"""SL206 inference-without-no-grad: a model forward at inference with autograd on."""
 
 from __future__ import annotations
 
@@ -8,30 +8,29 @@ import re
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import ClassInfo, InstanceValue, ModuleValue
-from stridelens.server.rules import grad_mode, register
-from stridelens.server.rules._helpers import (
-    LOOP_NODES,
-    body_trains,
-    call_name,
+from stridelens.server.rules import register
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared import grad_mode
+from stridelens.server.rules.shared.ast_index import (
     dotted,
     enclosing,
     enclosing_stmt,
     index_of,
-    is_backward_call,
-    is_optimizer_step,
-    line_indent,
-    make_finding,
-    node_range,
-    step_optimizer_text,
     torch_alias,
     walk_body,
-    walk_scope,
+)
+from stridelens.server.rules.shared.edits import (
+    make_finding,
+    node_range,
     wrap_statement_edit,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
-from stridelens.server.rules.grad_mode import GradMode
+from stridelens.server.rules.shared.grad_mode import GradMode
+from stridelens.server.rules.shared.training_loops import (
+    body_trains,
+    is_backward_call,
+    is_optimizer_step,
+)
 
-# ----------------------------------------------------------------------------- SL206
 _INFERENCE_FUNCTION = re.compile(r"^_*(evaluate|eval|validate|validation|predict|infer|inference)(_|$)", re.IGNORECASE)
 _MODEL_NAME = re.compile(r"(^|_)(model|net|network)$", re.IGNORECASE)
 # Helpers named after what they do to a model: `is_peft_model(m)`, `load_model(path)`.
@@ -260,181 +259,4 @@ SL206 = register(
     )
 )
 
-
-# ----------------------------------------------------------------------------- SL209
-_CLIP_NAMES = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads")
-
-
-def _events(body: list[ast.stmt]) -> list[tuple[str, ast.AST]]:
-    """backward / clip / step calls in execution (source) order within `body`."""
-    events: list[tuple[str, ast.AST]] = []
-    for node in walk_body(body):
-        if isinstance(node, LOOP_NODES):
-            continue
-        if is_backward_call(node):
-            events.append(("backward", node))
-        elif is_optimizer_step(node):
-            events.append(("step", node))
-        elif isinstance(node, ast.Call) and call_name(node) in ("clip_grad_norm_", "clip_grad_value_"):
-            events.append(("clip", node))
-    events.sort(key=lambda e: (getattr(e[1], "lineno", 0), getattr(e[1], "col_offset", 0)))
-    return events
-
-
-def check_clip_grad_order(analysis: Analysis) -> list[Finding]:
-    out: list[Finding] = []
-    index = index_of(analysis)
-    reported: set[ast.AST] = set()
-    for clip in [*index.by_name.get("clip_grad_norm_", ()), *index.by_name.get("clip_grad_value_", ())]:
-        if clip in reported:
-            continue
-        holder = enclosing(index, clip, (*LOOP_NODES, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-        if isinstance(holder, ast.Lambda):
-            continue
-        body: list[ast.stmt] = (
-            holder.body
-            if isinstance(holder, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef))
-            else analysis.tree.body
-        )
-        events = [e for e in _events(body) if enclosing(index, e[1], (*LOOP_NODES, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) is holder]
-        kinds = [k for k, _ in events]
-        if "step" not in kinds or "backward" not in kinds:
-            continue
-        at = next(i for i, (_, n) in enumerate(events) if n is clip)
-        before, after = kinds[:at], kinds[at + 1 :]
-        last_backward = max((i for i, k in enumerate(before) if k == "backward"), default=None)
-        problem = None
-        if last_backward is None and "backward" in after and "step" in after:
-            if after.index("backward") < after.index("step"):
-                problem = tr("before `backward()`: it clips the previous step's gradients (or zeros), not this step's")
-        elif last_backward is not None and "step" in before[last_backward:] and "step" not in after:
-            problem = tr("after the optimizer step: the step already used the unclipped gradients")
-        if problem is None:
-            continue
-        reported.add(clip)
-        message = tr("`{clip}` runs {problem}; call it between `backward()` and the optimizer step").format(
-            clip=call_name(clip), problem=problem
-        )
-        out.append(make_finding(analysis, SL209, node_range(analysis, clip), message))
-    return out
-
-
-SL209 = register(
-    Rule(
-        code="SL209",
-        name="clip-grad-order",
-        severity=Severity.ERROR,
-        summary="`clip_grad_norm_`/`clip_grad_value_` not between `backward()` and the optimizer step",
-        doc=RuleDoc(
-            what="Flags gradient clipping placed before the `backward()` or after the optimizer "
-            "`step()` (including `scaler.step(optimizer)`) of the same loop body or function, "
-            "when both the backward and the step are there to compare with.",
-            why="Clipping must act on the gradients the step is about to use. Before backward "
-            "it clips stale (or zeroed) gradients; after the step it changes nothing that "
-            "matters. Either way training runs unclipped, silently.",
-            example="loss.backward()\noptimizer.step()\nclip_grad_norm_(model.parameters(), 1.0)  # SL209",
-            fix="Move the clip call between `backward()` and `step()` (with AMP: after "
-            "`scaler.unscale_(optimizer)`, before `scaler.step(optimizer)`).",
-        ),
-        check=check_clip_grad_order,
-    )
-)
-
-
-# ----------------------------------------------------------------------------- SL211
-_ZERO_GRAD = re.compile(r"zero_grad|zero_grads|clear_grad")
-
-
-def _zeroes_grads(loop: ast.AST) -> bool:
-    for node in walk_scope(loop):
-        if isinstance(node, ast.Call) and _ZERO_GRAD.search(call_name(node)):
-            return True
-        if isinstance(node, ast.Attribute) and node.attr == "grad" and isinstance(node.ctx, (ast.Store, ast.Del)):
-            return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "zero_":
-            value = node.func.value
-            if isinstance(value, ast.Attribute) and value.attr == "grad":
-                return True
-    return False
-
-
-def _is_dist_autograd_context(item: ast.withitem) -> bool:
-    name = dotted(item.context_expr.func) if isinstance(item.context_expr, ast.Call) else None
-    return name is not None and name.endswith("dist_autograd.context")
-
-
-def _in_dist_autograd_context(analysis: Analysis, loop: ast.AST, nodes: list[ast.AST]) -> bool:
-    """The loop's backward runs inside `with dist_autograd.context():` (inside the loop or
-    around it): gradients live in that context, a fresh one per iteration, never in `.grad`."""
-    if any(isinstance(n, (ast.With, ast.AsyncWith)) and any(_is_dist_autograd_context(i) for i in n.items) for n in nodes):
-        return True
-    index = index_of(analysis)
-    parent = index.parents.get(loop)
-    while parent is not None:
-        if isinstance(parent, (ast.With, ast.AsyncWith)) and any(_is_dist_autograd_context(i) for i in parent.items):
-            return True
-        parent = index.parents.get(parent)
-    return False
-
-
-def check_missing_zero_grad(analysis: Analysis) -> list[Finding]:
-    out: list[Finding] = []
-    index = index_of(analysis)
-    reported: set[ast.AST] = set()
-    for loop in index.loops:
-        if not index.backward_calls_in(loop):
-            continue
-        nodes = list(walk_scope(loop))
-        steps = [n for n in nodes if is_optimizer_step(n)]
-        if not steps or _zeroes_grads(loop) or _in_dist_autograd_context(analysis, loop, nodes):
-            continue
-        # Something outside the loop body's view may zero the grads: a helper taking the
-        # optimizer, a closure... Only flag when the loop calls nothing that could.
-        for step in steps:
-            assert isinstance(step, ast.Call)
-            if step in reported:
-                continue
-            reported.add(step)
-            stmt = enclosing_stmt(index, step)
-            fix = None
-            optimizer = step_optimizer_text(analysis, step)
-            if optimizer is not None and isinstance(stmt, ast.Expr) and stmt.value is step:
-                end_line = stmt.end_lineno or stmt.lineno
-                text = analysis.lines[end_line - 1]
-                indent = line_indent(analysis, stmt.lineno)
-                fix = Fix(
-                    tr("Insert `{optimizer}.zero_grad()` after the step").format(optimizer=optimizer),
-                    (TextEdit(end_line, len(text) + 1, end_line, len(text) + 1, f"\n{indent}{optimizer}.zero_grad()"),),
-                )
-            message = tr(
-                "this loop calls `backward()` and the optimizer step but never `zero_grad()`: "
-                "gradients accumulate across iterations, so every step uses the sum of all "
-                "previous gradients"
-            )
-            out.append(make_finding(analysis, SL211, node_range(analysis, step), message, fix))
-    return out
-
-
-SL211 = register(
-    Rule(
-        code="SL211",
-        name="missing-zero-grad",
-        severity=Severity.WARNING,
-        summary="a loop with `backward()` and `optimizer.step()` but no `zero_grad()`",
-        doc=RuleDoc(
-            what="Flags the optimizer `.step()` of a loop whose body calls `backward()` and "
-            "`step()` but never `zero_grad()` (of an optimizer or a model), nor sets or zeroes "
-            "`.grad` itself. Loops whose backward runs inside `with dist_autograd.context():` "
-            "are left alone: distributed autograd keeps gradients per context, not in `.grad`.",
-            why="`backward()` adds into `.grad`; it never overwrites. Without zeroing, each step "
-            "uses the running sum of every gradient so far: training diverges or crawls, with "
-            "no error.",
-            example="for x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
-            "    optimizer.step()  # SL211",
-            fix="Call `optimizer.zero_grad()` once per step (the quick fix inserts it right after "
-            "the step). For deliberate gradient accumulation, zero after the accumulated step.",
-        ),
-        check=check_missing_zero_grad,
-    )
-)
 

@@ -17,7 +17,7 @@ from enum import Enum
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.torch_api import GRAD_CONTEXTS
 from stridelens.server.analysis.values import GradContext, TorchRef
-from stridelens.server.rules._helpers import Index, enclosing, index_of, inside
+from stridelens.server.rules.shared.ast_index import Index, enclosing, index_of, inside
 
 
 class GradMode(str, Enum):

@@ -14,20 +14,22 @@ import ast
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis, TensorFact
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.ast_index import (
     LOOP_NODES,
-    append_edit,
     enclosing,
     index_of,
-    loop_trains,
+    torch_path,
+    walk,
+)
+from stridelens.server.rules.shared.edits import (
+    append_edit,
     make_finding,
     node_range,
     segment,
     short,
-    torch_path,
-    walk,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.training_loops import loop_trains
 from stridelens.server.units import human_bytes
 
 _VIEW_METHODS = frozenset({"view", "narrow", "select", "unflatten", "diagonal", "as_strided", "expand", "t", "transpose", "permute"})

@@ -16,19 +16,15 @@ from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import TorchRef
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.ast_index import (
     BLOCK_STATEMENTS,
     enclosing,
     index_of,
-    insert_at,
-    make_finding,
-    node_range,
-    segment,
-    short,
     walk,
     walk_statements,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.edits import insert_at, make_finding, node_range, segment, short
 
 # Factories that put their result on the default (CPU) device unless told otherwise.
 FACTORIES = frozenset(

@@ -7,23 +7,22 @@ import ast
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
-from stridelens.server.rules._graph_names import graph_names
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.ast_index import (
     LOOP_NODES,
     enclosing_scope,
     index_of,
     inside,
-    is_backward_call,
     keyword_true,
-    make_finding,
-    node_range,
     torch_path,
     walk,
     walk_body,
     walk_scope,
     walk_statements,
 )
-from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.edits import make_finding, node_range
+from stridelens.server.rules.shared.graph_names import graph_names
+from stridelens.server.rules.shared.training_loops import is_backward_call
 
 
 def _is_autograd_grad(analysis: Analysis, call: ast.Call) -> bool:

@@ -21,23 +21,20 @@ from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.analysis.values import Const, ModuleValue, TorchRef
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.ast_index import (
     BLOCK_STATEMENTS,
-    PARAM_ATTRS,
     Index,
     call_name,
     enclosing_scope,
     index_of,
     is_inplace_method,
-    make_finding,
-    node_range,
-    segment,
-    short,
     walk,
     walk_statements,
 )
-from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
-from stridelens.server.rules.grad_mode import GradMode, mode_at
+from stridelens.server.rules.shared.edits import make_finding, node_range, segment, short
+from stridelens.server.rules.shared.grad_mode import GradMode, mode_at
+from stridelens.server.rules.shared.parameters import PARAM_ATTRS
 
 # op name -> what it saves for backward: "output" or "input".
 SAVES: dict[str, str] = {

@@ -7,14 +7,9 @@ import ast
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
-    call_from_attr_range,
-    index_of,
-    make_finding,
-    segment,
-    short,
-)
 from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.ast_index import index_of
+from stridelens.server.rules.shared.edits import call_from_attr_range, make_finding, segment, short
 
 
 def check_retain_grad(analysis: Analysis) -> list[Finding]:

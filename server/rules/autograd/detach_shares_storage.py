@@ -7,20 +7,16 @@ import ast
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
-    PARAM_ATTRS,
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.ast_index import dotted, index_of, is_inplace_method, walk_body
+from stridelens.server.rules.shared.edits import (
     append_edit,
-    dotted,
-    index_of,
-    is_inplace_method,
-    is_param_loop_name,
     make_finding,
     node_range,
     segment,
     short,
-    walk_body,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.parameters import PARAM_ATTRS, is_param_loop_name
 
 
 def _is_detach_call(node: ast.AST) -> bool:

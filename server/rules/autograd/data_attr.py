@@ -17,25 +17,27 @@ from dataclasses import replace
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
+from stridelens.server.rules.shared.ast_index import (
     LOOP_NODES,
     SCOPE_NODES,
-    dot_attr_range,
     enclosing,
     enclosing_stmt,
     index_of,
     inside,
     is_inplace_method,
-    is_tensor_expr,
-    line_indent,
-    loop_trains,
-    make_finding,
-    replace_range,
     torch_alias,
     torch_path,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
-from stridelens.server.rules.grad_mode import GradMode, mode_at
+from stridelens.server.rules.shared.edits import (
+    dot_attr_range,
+    line_indent,
+    make_finding,
+    replace_range,
+)
+from stridelens.server.rules.shared.grad_mode import GradMode, mode_at
+from stridelens.server.rules.shared.parameters import is_tensor_expr
+from stridelens.server.rules.shared.training_loops import loop_trains
 
 # Functions that run once, outside training: init, load/convert/export, re-parameterise.
 _SETUP_FUNCTION = re.compile(

@@ -1,4 +1,4 @@
-"""AMP rules: gradient clipping of still-scaled gradients (SL215)."""
+"""SL215 clip-before-unscale: gradient clipping of still-scaled AMP gradients."""
 
 from __future__ import annotations
 
@@ -7,19 +7,17 @@ import ast
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
+from stridelens.server.rules.shared.ast_index import (
     call_name,
     dotted,
     enclosing_scope,
     enclosing_stmt,
     index_of,
-    line_indent,
-    make_finding,
-    node_range,
     torch_path,
     walk_body,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
+from stridelens.server.rules.shared.edits import line_indent, make_finding, node_range
 
 _CLIPS = frozenset({"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm"})
 # Scaler classes whose `scale(loss).backward()` leaves scaled gradients in `.grad`.

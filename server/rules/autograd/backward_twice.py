@@ -7,20 +7,19 @@ import ast
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.ast_index import (
     LOOP_NODES,
-    call_from_attr_range,
     enclosing,
     enclosing_scope,
     index_of,
-    is_backward_call,
     keyword_true,
-    make_finding,
     stores_name,
     walk_body,
     walk_scope,
 )
-from stridelens.server.rules.base import Finding, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.edits import call_from_attr_range, make_finding
+from stridelens.server.rules.shared.training_loops import is_backward_call
 
 
 def _backward_of(node: ast.AST) -> str | None:

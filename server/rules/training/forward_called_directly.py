@@ -1,4 +1,4 @@
-"""Module-call rules: `module.forward(x)` instead of `module(x)` (SL217)."""
+"""SL217 forward-called-directly: `module.forward(x)` instead of `module(x)` skips the hooks."""
 
 from __future__ import annotations
 
@@ -16,18 +16,16 @@ from stridelens.server.analysis.values import (
     Unknown,
 )
 from stridelens.server.rules import register
-from stridelens.server.rules._helpers import (
+from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
+from stridelens.server.rules.shared.ast_index import dotted, index_of, torch_path
+from stridelens.server.rules.shared.edits import (
     dot_attr_range,
-    dotted,
-    index_of,
     make_finding,
     node_range,
     replace_range,
     segment,
     short,
-    torch_path,
 )
-from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
 
 _MODULE_BASES = frozenset({"nn.Module", "torch.nn.Module", "Module"})
 

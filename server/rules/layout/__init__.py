@@ -1,0 +1,1 @@
+"""Layout rules (SL1xx): views, copies and strides, one rule per module."""
