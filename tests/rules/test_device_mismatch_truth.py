@@ -53,9 +53,46 @@ MODULES = textwrap.dedent(
         def forward(self, x):
             pos = torch.arange(x.shape[2]).to(x.device)
             return x + pos
+
+
+    class Embedded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wpe = nn.Embedding(8, 4)
+
+        def forward(self, x):
+            pos = torch.arange(0, x.shape[2], dtype=torch.long)
+            return x + self.wpe(pos)
+
+
+    class Masked(nn.Module):
+        def forward(self, x):
+            mask = torch.ones(x.shape[0], x.shape[1], x.shape[2], dtype=torch.bool)
+            return x.masked_fill(mask, 0.0)
+
+
+    class Gathered(nn.Module):
+        def forward(self, x):
+            index = torch.zeros(x.shape[0], x.shape[1], 1, dtype=torch.long)
+            return x.gather(2, index)
+
+
+    class NoParameters(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.0)
+
+        def forward(self, x):
+            return self.drop(torch.zeros(x.shape[2])).sum() + x.sum()
+
+
+    class TimesSize(nn.Module):
+        def forward(self, x):
+            offset = torch.arange(0, x.size(0)) * x.size(1)
+            return x.sum() + offset.to(x.device).sum()
     '''
 )
-NAMES = ["Positions", "OneElement", "Concat", "Scalar", "SameDevice", "Moved"]
+NAMES = ["Positions", "OneElement", "Concat", "Scalar", "SameDevice", "Moved", "Embedded", "Masked", "Gathered", "NoParameters", "TimesSize"]
 
 RUNNER = textwrap.dedent(
     '''
@@ -73,7 +110,9 @@ RUNNER = textwrap.dedent(
         x = torch.empty(2, 3, 4, device="cuda:0") if fake else torch.randn(2, 3, 4, device="cuda")
         for name in sys.argv[2:]:
             try:
-                scope[name]()(x)
+                with torch.device(x.device):  # the model's parameters live with its input, as in training
+                    module = scope[name]()
+                module(x)
                 verdicts[name] = False
             except Exception as err:
                 if "same device" not in str(err):
@@ -90,7 +129,8 @@ def flagged_classes() -> set[str]:
     found = set()
     for name in NAMES:
         start = next(i for i, text in enumerate(MODULES.splitlines(), 1) if text.startswith(f"class {name}("))
-        if any(start < line <= start + 4 for line in lines):
+        end = next((i for i, text in enumerate(MODULES.splitlines(), 1) if i > start and text.startswith("class ")), start + 99)
+        if any(start < line < end for line in lines):
             found.add(name)
     return found
 
@@ -106,7 +146,7 @@ def torch_verdicts(mode: str) -> dict[str, bool]:
 def test_rule_matches_fake_cuda() -> None:
     verdicts = torch_verdicts("fake")
     assert {name for name, raised in verdicts.items() if raised} == flagged_classes()
-    assert flagged_classes() == {"Positions", "OneElement", "Concat"}
+    assert flagged_classes() == {"Positions", "OneElement", "Concat", "Embedded", "Masked", "Gathered"}
 
 
 @pytest.mark.cuda

@@ -14,11 +14,12 @@ import ast
 
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
-from stridelens.server.analysis.values import TorchRef
+from stridelens.server.analysis.values import ModuleValue, TorchRef
 from stridelens.server.rules import register
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
 from stridelens.server.rules.shared.ast_index import (
     BLOCK_STATEMENTS,
+    dotted,
     enclosing,
     index_of,
     walk,
@@ -33,6 +34,17 @@ FACTORIES = frozenset(
 )
 _MOVES = frozenset({"to", "cuda", "type_as", "to_device"})
 _COMBINING_FUNCTIONS = frozenset({"cat", "stack", "where", "matmul", "bmm", "mm", "einsum", "maximum", "minimum"})
+# Tensor methods whose tensor arguments must be on the receiver's device (not 0-d ones).
+_COMBINING_METHODS = frozenset(
+    {"add", "sub", "mul", "div", "matmul", "mm", "bmm", "masked_fill", "masked_fill_", "index_select", "gather",
+     "add_", "sub_", "mul_", "div_", "lerp", "maximum", "minimum"}
+)  # fmt: skip
+# Layers with parameters: their weights move with `model.to(device)`.
+_LAYERS_WITH_PARAMETERS = frozenset(
+    {"Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+     "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+     "MultiheadAttention", "LSTM", "GRU", "RNN", "PReLU"}
+)  # fmt: skip
 _COMBINING_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.MatMult, ast.FloorDiv, ast.Pow, ast.Mod)
 
 
@@ -93,6 +105,7 @@ class _Forward:
     def __init__(self, analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         self.analysis = analysis
         self.inputs: dict[str, str] = {p: p for p in _device_source(fn)}  # name -> the input it follows
+        self.first_input = next(iter(self.inputs), None)
         self.cpu: dict[str, ast.Call] = {}  # name -> the factory that made it
         self.out: list[Finding] = []
         self.reported: set[ast.Call] = set()
@@ -121,11 +134,38 @@ class _Forward:
                 if isinstance(func, TorchRef) and func.path.rsplit(".", 1)[-1] in _COMBINING_FUNCTIONS:
                     items = [e for a in node.args for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
                     pairs = [(a, b) for a in items for b in items if a is not b]
+                elif isinstance(func, ModuleValue) and func.name in _LAYERS_WITH_PARAMETERS and dotted(node.func) is not None:
+                    self.into_layer(node)
+                elif node.func.attr in _COMBINING_METHODS and not isinstance(func, (TorchRef, ModuleValue)):
+                    pairs = [(arg, node.func.value) for arg in node.args]  # `x.masked_fill(mask, 0)`
             for cpu_side, other in pairs:
                 factory = self.cpu_operand(cpu_side)
                 source = self.input_operand(other) if factory is not None else None
                 if factory is not None and source is not None and factory not in self.reported:
                     self.report(factory, source)
+
+    def into_layer(self, call: ast.Call) -> None:
+        """`self.pos_emb(torch.arange(T))`: the layer's parameters move with the model."""
+        layer = dotted(call.func) or ""
+        for arg in call.args:
+            factory = self.cpu_operand(arg)
+            if factory is None or factory in self.reported:
+                continue
+            self.reported.add(factory)
+            text = short(segment(self.analysis, factory))
+            message = tr(
+                "`{factory}` is made on the CPU (no `device=`) and goes into `{layer}`, whose "
+                "parameters move with the model: on CUDA machines this raises 'Expected all tensors "
+                "to be on the same device'; make it on the device of the parameters or the input"
+            ).format(factory=text, layer=layer)
+            fix = None
+            if self.first_input is not None:
+                _, _, end_line, end_col = node_range(self.analysis, factory)
+                sep = ", " if factory.args or factory.keywords else ""
+                source = self.first_input
+                title = tr("Add `device={source}.device`").format(source=source)
+                fix = Fix(title, (insert_at(end_line, end_col - 1, f"{sep}device={source}.device"),))
+            self.out.append(make_finding(self.analysis, SL214, node_range(self.analysis, factory), message, fix))
 
     def report(self, factory: ast.Call, source: str) -> None:
         self.reported.add(factory)
@@ -212,7 +252,10 @@ SL214 = register(
             what="In the `forward` of an nn.Module, flags a factory call (`torch.zeros`, `ones`, "
             "`empty`, `full`, `arange`, `rand*`, `eye`, `linspace`, `torch.tensor([...])`) with "
             "no `device=` whose result is combined (arithmetic, comparison, `torch.cat`/`stack`/"
-            "`where`/`matmul`...) with a forward input or a value computed from one. Not "
+            "`where`/`matmul`..., or as the argument of the input's `masked_fill`/`gather`/"
+            "`index_select`/`add`/`mul`...) with a forward input or a value computed from one, or "
+            "passed into one of the module's layers with parameters (`self.wpe(torch.arange(T))`: "
+            "the layer's weights move with the model). Not "
             "flagged: `device=` given, `*_like`/`x.new_*` (they inherit the device), a result "
             "moved with `.to(...)`/`.cuda()`/`.type_as(...)` before use, 0-d tensors "
             "(`torch.tensor(0.5)`, which mix with CUDA tensors), use as an index, and "
