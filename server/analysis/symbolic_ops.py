@@ -365,6 +365,8 @@ class SymbolicOps(ModuleOutputs):
             return with_fields(out, contiguous=True)
         if name == "detach":
             return with_fields(view(layout), requires_grad=False, carries_graph=False, is_view=False)
+        if name == "repeat" and args and not kwargs:
+            return self._repeat(tensor, layout, args, scope)
         if name in ("split", "chunk", "tensor_split", "unbind"):
             return self._split(tensor, layout, name, args, kwargs, scope)
         if name == "narrow":
@@ -409,6 +411,22 @@ class SymbolicOps(ModuleOutputs):
                 dtype = "bool"
             return self.same_layout_op(tensor, scope, dtype=dtype)
         return None
+
+    def _repeat(self, tensor: TensorFact, layout: Layout, args: list[Value], scope: Any) -> Value | None:
+        """`x.repeat(r0, ..., rk)`: a new row-major tensor (always a copy), x's sizes times the
+        last repeats, the leading repeats as new dims (torch 2.13: fewer repeats than dims
+        raises, so nothing is stated)."""
+        reps = self.sizes_of(args)
+        if reps is None or len(reps) < layout.ndim or any(isinstance(r, int) and r < 0 for r in reps):
+            return None
+        lead = len(reps) - layout.ndim
+        shape: list[Size] = list(reps[:lead])
+        for size, times in zip(layout.shape, reps[lead:], strict=True):
+            product = sz.mul(size, times)
+            if product is None:
+                return None
+            shape.append(product)
+        return self.tensor(lay.contiguous(tuple(shape)), tensor, view_of_input=False, assumes=shape_conditions(tensor.assumes), scope=scope)
 
     def _values_indices(self, tensor: TensorFact, layout: Layout, name: str, args: list[Value], kwargs: dict[str, Value], scope: Any) -> Value | None:
         """`x.max(dim)`, `x.topk(k)`, `x.sort()` & co.: `(values, indices)`, two new tensors

@@ -191,7 +191,9 @@ def stack_cat(x, n):
     c = torch.cat([x, x], dim=0)  # cover: cat_literal
     many = torch.stack([x * 2 for _ in range(n)], dim=1)  # cover: stack_comprehension
     joined = torch.cat([x[:, i] for i in range(n)], dim=-1)  # cover: cat_comprehension
-    return s, c, many, joined
+    tiled = x.repeat(2, 1, n)  # cover: repeat_method
+    lead = x.transpose(0, 1).repeat(n, 1, 2, 1)  # cover: repeat_lead
+    return s, c, many, joined, tiled, lead
 '''
 
 # Kinds whose shape the engine does not state (only what holds is checked there).
