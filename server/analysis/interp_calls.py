@@ -261,7 +261,21 @@ class UserCallsMixin:
         for param, kw_default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
             if kw_default is not None:
                 inner.env[param.arg] = self.eval(kw_default, root)
+        shapeless_ranks: dict[str, int] | None = None
         for param, value in zip(params, args, strict=False):
+            if instance is not None and _shapeless(value):
+                # A tensor of unknown sizes (the caller's own parameter, through a layer): as
+                # the forward's own pass sees its parameter (rank from the body, sizes named
+                # after it), with the dtype and grad facts the caller knows.
+                if shapeless_ranks is None:
+                    shapeless_ranks = self._own_ranks(fn, instance)
+                rank = shapeless_ranks.get(param.arg)
+                if rank is not None and isinstance(value, TensorFact):
+                    general = self.tensor_parameter(param.arg, rank)
+                    value = with_fields(
+                        general, dtype=value.dtype, device=value.device,
+                        requires_grad=value.requires_grad, carries_graph=value.carries_graph,
+                    )
             inner.env[param.arg] = self._note_scalar(param, value)
         if spec.vararg is not None:
             inner.env[spec.vararg.arg] = SeqValue(tuple(args[len(params) :]))
@@ -340,6 +354,12 @@ class UserCallsMixin:
             for i, size in enumerate(value.sym.shape):
                 self.names.add_path(self.symops.canon(size), (name, "shape", f"[{i}]"))
 
+    def _own_ranks(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, instance: InstanceValue) -> dict[str, int]:
+        """The parameter ranks the body proves, as `exec_function` infers them for its own pass."""
+        cls = instance.cls
+        from_layers = ranks_from_layers(fn, cls.attributes.get) if cls.is_module else None
+        return infer_parameter_ranks(fn, self.mentions_permute, from_layers, self.mentions_patterns)
+
     def _param_value(
         self: Interpreter, arg: ast.arg, ranks: dict[str, int] | None = None, default: ast.expr | None = None, scope: Scope | None = None
     ) -> Value:
@@ -373,6 +393,11 @@ class UserCallsMixin:
 
 # A torch factory, or a class built (a layer: `PreNorm(dim, Attention(dim))`).
 _FACTORY_CALL = re.compile(r"\b(?:arange|zeros|ones|empty|randn|rand|full|linspace|logspace|eye|tensor|randint|[A-Z]\w*)\(")
+
+
+def _shapeless(value: Value) -> bool:
+    """A tensor the analysis knows nothing of the sizes or rank of."""
+    return isinstance(value, TensorFact) and value.shape is None and value.sym is None and value.meta is None
 
 
 def _positional_after_self(fn: ast.FunctionDef | ast.AsyncFunctionDef, instance: InstanceValue | None) -> list[ast.arg]:

@@ -54,6 +54,8 @@ class ModulesMixin:
         if leaf == "ModuleList" and exact and not kwargs:
             # Stands for its items: iterated, indexed and called like the list it was given.
             items = args[0] if args else SeqValue((), "list")
+            if isinstance(items, Const) and items.value in ([], ()):
+                items = SeqValue((), "list")  # `nn.ModuleList([])`, appended to later
             if isinstance(items, ListOf):
                 return items
             if isinstance(items, SeqValue):

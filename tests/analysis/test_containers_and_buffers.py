@@ -3,6 +3,7 @@ verdicts that depend on who calls a body.
 
 * `self.layers = nn.ModuleList()` then `self.layers.append(Block(...))` in a loop (llama2.c):
   iterating it applies some number of Blocks, so `h = layer(h)` keeps what every Block keeps;
+* `self.layers = nn.ModuleList([])` then `.append(nn.ModuleList([a, b]))`: iterated in pairs;
 * `self.register_buffer("mask", t)`: `self.mask` is `t`;
 * `precompute(dim, end)`, a function of sizes only: followed, its tensors have their dtype;
 * `nn.Parameter(t, requires_grad=flag)` with a flag the analysis cannot see: not stated;
@@ -71,6 +72,20 @@ class Net(nn.Module):
         return scaled, offset
 
 
+class Pairs(nn.Module):
+    def __init__(self, dim, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([])
+        for _ in range(depth):
+            self.layers.append(nn.ModuleList([Block(dim), Block(dim)]))
+
+    def forward(self, x):
+        for first, second in self.layers:
+            x = first(x) + x
+            x = second(x)
+        return x
+
+
 def helper(x, net):
     y = x * 2
     return y
@@ -93,6 +108,7 @@ def _entry(ns: dict[str, Any]) -> None:
             net(tokens, torch.tensor([4, 0]))
         ns["run"](net, tokens)
         ns["helper"](torch.randn(2, 4), net)  # another caller: no grad
+        ns["Pairs"](4, depth)(torch.randn(3, 4))
 
 
 oracle, test_every_probe_ran, test_no_wrong_facts = realcompare.snippet_suite(SOURCE, NAME, _entry)
@@ -132,3 +148,9 @@ def test_a_buffer_read_in_forward_has_no_device_stated(oracle: realcompare.Snipp
     lines = SOURCE.splitlines()
     gathered = next(a for p, a in oracle.answers.items() if p.name == "h" and "self.table" in lines[p.line - 1]) or {}
     assert gathered.get("device") is None, gathered
+
+
+def test_an_empty_module_list_appended_to_is_iterated_in_pairs(oracle: realcompare.SnippetOracle) -> None:
+    lines = SOURCE.splitlines()
+    summed = next(a for p, a in oracle.answers.items() if p.name == "x" and lines[p.line - 1].strip() == "x = first(x) + x") or {}
+    assert summed.get("requires_grad") is True, summed
