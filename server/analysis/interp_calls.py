@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.facts import TensorFact, with_fields
-from stridelens.server.analysis.interp_sizes import infer_parameter_ranks
+from stridelens.server.analysis.interp_sizes import IN_INIT, infer_parameter_ranks
 from stridelens.server.analysis.interp_support import (
     MAX_CALL_DEPTH,
     Scope,
@@ -80,6 +80,8 @@ class UserCallsMixin:
     ) -> None:
         explicit = self._explicit_grad_mode(fn, parent)
         scope = Scope(parent, True if explicit is None else explicit, grad_assumed=explicit is None)
+        if fn.name == "__init__" and cls is not None:
+            scope.env[IN_INIT] = Const(True)
         args = fn.args
         positional = [*args.posonlyargs, *args.args]
         # A method's `self` is no tensor: with no other parameter there is no rank to find.
@@ -248,6 +250,8 @@ class UserCallsMixin:
             inner = Scope(root, True if explicit is None else explicit, grad_assumed=explicit is None)
         else:
             inner = Scope(root, scope.grad_enabled and self._grad_mode_of_decorators(fn, root), grad_assumed=scope.grad_assumed)
+        if fn.name == "__init__" and instance is not None:
+            inner.env[IN_INIT] = Const(True)
         spec = fn.args
         positional = [*spec.posonlyargs, *spec.args]
         params = _positional_after_self(fn, instance)

@@ -590,6 +590,8 @@ class ExpressionsMixin:
                 if method is None and name in ("register_buffer", "register_parameter") and len(args) >= 2 and isinstance(args[0], Const) and isinstance(args[0].value, str):
                     # `self.register_buffer("mask", torch.tril(...))`: `self.mask` is that tensor.
                     self._assign_attribute(receiver, args[0].value, args[1])
+                    if isinstance(func.value, ast.Name):
+                        self.name_tensor_sizes(args[1], (func.value.id, args[0].value), scope)
                     return Const(None)
                 if method is not None and exact:
                     returned = self.call_concrete(method, receiver, args, kwargs, scope, node)

@@ -134,6 +134,8 @@ class SizesMixin:
 
     def resolve_path(self, path: Path, scope: Scope, equal: dict[int, Size] | None = None) -> Size | None:
         """The size a path leads to in `scope` (`x.shape[0]`, `self.n_head`, `B`)."""
+        if len(path) > 2 and path[2] == "shape" and scope.lookup(IN_INIT) is not None and scope.lookup(assigned_marker(path[1])) is None:
+            return None  # `self.A_log.shape[1]` on an `__init__` line before `self.A_log = ...`
         value: Any = scope.lookup(path[0])
         steps = path[1:]
         i = 0
@@ -187,6 +189,18 @@ class SizesMixin:
             self.names.add_path(value.expr, path)
         else:
             self.names.add_path(self.symops.size_of(value), path)
+
+    def name_tensor_sizes(self, value: Value, path: Path, scope: Scope | None = None) -> None:
+        """`self.latents = nn.Parameter(torch.randn(num_latents, dim))`: its sizes are also
+        `self.latents.shape[0]`, `self.latents.shape[1]`, names every method can use."""
+        if not isinstance(value, TensorFact) or value.sym is None or path[-1].startswith("_"):
+            return
+        if scope is not None and scope.lookup(IN_INIT) is not None:
+            # In `__init__`, the name holds from this line on only (see `resolve_path`).
+            scope.env[assigned_marker(path[-1])] = Const(True)
+        for i, size in enumerate(value.sym.shape):
+            if isinstance(size, SymExpr):
+                self.names.add_path(size, (*path, "shape", f"[{i}]"))
 
     # ------------------------------------------------------------------ attributes
     def attribute_value(self, owner: Value, attr: str, receiver: ast.expr | None) -> Value:
@@ -376,6 +390,15 @@ class SizesMixin:
 
     def symbolic_reshape_copies(self, name: str, conditions: frozenset[Condition]) -> None:
         self.symbolic_event("reshape-copies", f"`{name}` copies here: its input is not contiguous", conditions)
+
+
+# Scope entries no Python name can collide with: "this scope is an `__init__` body", and
+# "`self.<attr>` was assigned a tensor above this line of it".
+IN_INIT = "<__init__>"
+
+
+def assigned_marker(attr: str) -> str:
+    return f"<self.{attr} assigned>"
 
 
 class ScopeSnapshot:

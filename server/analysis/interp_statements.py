@@ -321,6 +321,7 @@ class StatementsMixin:
             owner = self.eval(target.value, scope)
             if isinstance(owner, InstanceValue) and isinstance(target.value, ast.Name):
                 self.name_size(value, (target.value.id, target.attr))
+                self.name_tensor_sizes(value, (target.value.id, target.attr), scope)
             if isinstance(owner, InstanceValue):
                 # `self.x = ...` outside __init__ makes the attribute path-dependent.
                 self._assign_attribute(owner, target.attr, value)

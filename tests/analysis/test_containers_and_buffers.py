@@ -5,6 +5,8 @@ verdicts that depend on who calls a body.
   iterating it applies some number of Blocks, so `h = layer(h)` keeps what every Block keeps;
 * `self.layers = nn.ModuleList([])` then `.append(nn.ModuleList([a, b]))`: iterated in pairs;
 * `self.register_buffer("mask", t)`: `self.mask` is `t`;
+* `self.latents = nn.Parameter(t)`: t's sizes are `self.latents.shape[i]` in every method
+  (in `__init__`, only below that line);
 * `precompute(dim, end)`, a function of sizes only: followed, its tensors have their dtype;
 * `nn.Parameter(t, requires_grad=flag)` with a flag the analysis cannot see: not stated;
 * a body called from the file with a tensor that requires grad, and by other code with one
@@ -86,6 +88,18 @@ class Pairs(nn.Module):
         return x
 
 
+class Latents(nn.Module):
+    def __init__(self, n, dim):
+        super().__init__()
+        grid = torch.randn(n, dim)
+        self.total = grid.sum(0)
+        self.latents = nn.Parameter(grid)
+
+    def forward(self, b):
+        x = self.latents.expand(b, -1, -1)
+        return x
+
+
 def helper(x, net):
     y = x * 2
     return y
@@ -109,6 +123,7 @@ def _entry(ns: dict[str, Any]) -> None:
         ns["run"](net, tokens)
         ns["helper"](torch.randn(2, 4), net)  # another caller: no grad
         ns["Pairs"](4, depth)(torch.randn(3, 4))
+        ns["Latents"](depth + 2, 4)(depth + 1)
 
 
 oracle, test_every_probe_ran, test_no_wrong_facts = realcompare.snippet_suite(SOURCE, NAME, _entry)
@@ -154,3 +169,11 @@ def test_an_empty_module_list_appended_to_is_iterated_in_pairs(oracle: realcompa
     lines = SOURCE.splitlines()
     summed = next(a for p, a in oracle.answers.items() if p.name == "x" and lines[p.line - 1].strip() == "x = first(x) + x") or {}
     assert summed.get("requires_grad") is True, summed
+
+
+def test_a_tensor_attributes_sizes_are_named_after_it(oracle: realcompare.SnippetOracle) -> None:
+    lines = SOURCE.splitlines()
+    expanded = next(a for p, a in oracle.answers.items() if p.name == "x" and "self.latents.expand" in lines[p.line - 1]) or {}
+    shape = expanded.get("shape") or []
+    assert shape[:2] == ["b", "self.latents.shape[0]"], expanded
+    assert shape[2] in ("self.latents.shape[1]", "self.total.shape[0]"), expanded  # equal sizes
