@@ -20,6 +20,7 @@ from stridelens.server.rules import register
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity, TextEdit
 from stridelens.server.rules.shared.ast_index import (
     LOOP_NODES,
+    METADATA_METHODS,
     SCOPE_NODES,
     enclosing,
     enclosing_stmt,
@@ -57,10 +58,6 @@ _DRIVER_FUNCTION = re.compile(r"(^train|^fit$|_epoch$)", re.IGNORECASE)
 _METADATA_ATTRS = frozenset(
     {"shape", "dtype", "device", "ndim", "is_cuda", "is_sparse", "is_quantized", "is_meta", "layout", "names",
      "itemsize", "nbytes", "requires_grad", "is_leaf"}
-)  # fmt: skip
-_METADATA_METHODS = frozenset(
-    {"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride", "storage_offset", "is_contiguous",
-     "get_device", "data_ptr", "is_floating_point", "is_complex", "is_pinned"}
 )  # fmt: skip
 # Methods whose result shares no storage with the tensor (a Python value, a copy, a
 # reduction or a comparison): no later write can reach it, and since `.data` needs no grad no
@@ -127,7 +124,7 @@ def harmless_read(analysis: Analysis, parents: dict[ast.AST, ast.AST], node: ast
         return (
             isinstance(call, ast.Call)
             and call.func is parent
-            and (parent.attr in _METADATA_METHODS or parent.attr in _FRESH_VALUE_METHODS)
+            and (parent.attr in METADATA_METHODS or parent.attr in _FRESH_VALUE_METHODS)
         )
     if isinstance(parent, ast.Call) and node in parent.args:
         path = torch_path(analysis, parent.func)

@@ -314,6 +314,13 @@ def walk_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
                         yield from walk_statements(getattr(child, "body", []))
 
 
+# Tensor methods that read only metadata and return a Python value (`x.size(1)`, `x.dim()`).
+METADATA_METHODS = frozenset(
+    {"size", "dim", "ndimension", "numel", "nelement", "element_size", "stride", "storage_offset", "is_contiguous",
+     "get_device", "data_ptr", "is_floating_point", "is_complex", "is_pinned"}
+)  # fmt: skip
+
+
 def stores_name(node: ast.AST, name: str) -> bool:
     """Whether `node` (re)binds `name` anywhere outside nested scopes."""
     for sub in [node, *walk_scope(node)]:

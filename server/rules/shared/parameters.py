@@ -13,6 +13,7 @@ from stridelens.server.rules.shared.ast_index import (
     enclosing_scope,
     enclosing_stmt,
     index_of,
+    stores_name,
 )
 
 PARAM_ATTRS = frozenset({"weight", "bias", "grad"})
@@ -78,10 +79,6 @@ def _loop_param_names(loop: ast.For | ast.AsyncFor, dicts: set[str]) -> set[str]
     return names
 
 
-def _binds(target: ast.expr, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target))
-
-
 def param_loop_names(analysis: Analysis) -> set[str]:
     """Names bound to parameters or buffers by a loop: `for p in m.parameters()`, `for n, p in
     m.named_parameters()`, `for k, v in m.state_dict().items()`, `for p in group["params"]`,
@@ -110,7 +107,7 @@ def is_param_loop_name(analysis: Analysis, node: ast.expr) -> bool:
     dicts = param_dict_names(analysis)
     parent = index.parents.get(node)
     while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        if isinstance(parent, (ast.For, ast.AsyncFor)) and _binds(parent.target, node.id):
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and stores_name(parent.target, node.id):
             return node.id in _loop_param_names(parent, dicts)
         parent = index.parents.get(parent)
     scope = enclosing_scope(index, node)

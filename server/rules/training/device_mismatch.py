@@ -19,6 +19,7 @@ from stridelens.server.rules import register
 from stridelens.server.rules.base import Finding, Fix, Rule, RuleDoc, Severity
 from stridelens.server.rules.shared.ast_index import (
     BLOCK_STATEMENTS,
+    METADATA_METHODS,
     dotted,
     enclosing,
     index_of,
@@ -72,7 +73,8 @@ def _device_source(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 
 # Reads of an input's metadata: Python ints (or a device), never a tensor on the input's device.
-_METADATA_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset", "item", "tolist", "element_size"})
+# Methods giving a Python value, not a tensor: `x.size(1)`, `x.item()`.
+_METADATA_METHODS = METADATA_METHODS | {"item", "tolist"}
 _METADATA_ATTRS = frozenset({"shape", "ndim", "device", "dtype", "is_cuda"})
 _METADATA_BUILTINS = frozenset({"len", "int", "float", "bool"})
 
@@ -158,13 +160,7 @@ class _Forward:
                 "parameters move with the model: on CUDA machines this raises 'Expected all tensors "
                 "to be on the same device'; make it on the device of the parameters or the input"
             ).format(factory=text, layer=layer)
-            fix = None
-            if self.first_input is not None:
-                _, _, end_line, end_col = node_range(self.analysis, factory)
-                sep = ", " if factory.args or factory.keywords else ""
-                source = self.first_input
-                title = tr("Add `device={source}.device`").format(source=source)
-                fix = Fix(title, (insert_at(end_line, end_col - 1, f"{sep}device={source}.device"),))
+            fix = self.device_fix(factory, self.first_input) if self.first_input is not None else None
             self.out.append(make_finding(self.analysis, SL214, node_range(self.analysis, factory), message, fix))
 
     def report(self, factory: ast.Call, source: str) -> None:
@@ -175,11 +171,15 @@ class _Forward:
             "the caller put it: on CUDA machines this raises 'Expected all tensors to be on the "
             "same device'; pass `device={source}.device`"
         ).format(factory=text, source=source)
+        fix = self.device_fix(factory, source)
+        self.out.append(make_finding(self.analysis, SL214, node_range(self.analysis, factory), message, fix))
+
+    def device_fix(self, factory: ast.Call, source: str) -> Fix:
+        """`torch.zeros(B, T)` -> `torch.zeros(B, T, device=x.device)`."""
         _, _, end_line, end_col = node_range(self.analysis, factory)
         sep = ", " if factory.args or factory.keywords else ""
         title = tr("Add `device={source}.device`").format(source=source)
-        fix = Fix(title, (insert_at(end_line, end_col - 1, f"{sep}device={source}.device"),))
-        self.out.append(make_finding(self.analysis, SL214, node_range(self.analysis, factory), message, fix))
+        return Fix(title, (insert_at(end_line, end_col - 1, f"{sep}device={source}.device"),))
 
     def bind(self, stmt: ast.stmt) -> None:
         if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
