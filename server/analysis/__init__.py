@@ -7,7 +7,7 @@ answers "what is known of the expression at this position".
 from __future__ import annotations
 
 from stridelens.server.analysis.engine import (
-    DEFAULT_BUDGET_S,
+    DEFAULT_BUDGET_STEPS,
     Analysis,
     Explanation,
     SourceError,
@@ -21,7 +21,7 @@ from stridelens.server.analysis.engine import (
 from stridelens.server.analysis.facts import Provenance, ReplayEvent, TensorFact
 
 __all__ = [
-    "DEFAULT_BUDGET_S",
+    "DEFAULT_BUDGET_STEPS",
     "Analysis",
     "Explanation",
     "Provenance",

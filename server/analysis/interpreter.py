@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-import time
+import sys
 from typing import Any
 
 from stridelens.server.analysis import replay as rp
@@ -58,7 +58,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
     _expr_handlers: dict[type, Any]
     _stmt_handlers: dict[type, Any]
 
-    def __init__(self, tree: ast.Module, *, replay: bool, budget_s: float, source: str | None = None) -> None:
+    def __init__(self, tree: ast.Module, *, replay: bool, budget_steps: int | None, source: str | None = None) -> None:
         self.tree = tree
         self._lines = source.splitlines() if source is not None else []
         # Whether parameter ranks may show in a `permute` (most files: no; skip looking).
@@ -78,7 +78,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.scalar_params: dict[tuple[int, tuple[str, ...]], type] = {}
         self._current_scope: Scope | None = None
         self.replay = replay
-        self.deadline = time.monotonic() + budget_s
+        self.step_limit = sys.maxsize if budget_steps is None else budget_steps
         self.facts: dict[ast.AST, Value] = {}
         # How many `torch.inference_mode()` blocks (or decorated bodies) enclose the code
         # being interpreted: views made there are stated without `is_view` (interp_expressions).
@@ -102,7 +102,6 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self._symbolic_storage = 0
         self._steps = 0
         self._pending_functions: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope, ClassInfo | None]] = []
-        self._torch_ready = False
         # Symbolic pass only: storages made by factories whose sizes are all literal, i.e.
         # where an exact (replayed) pass would know the layout.
         self.sized_storages: set[int] = set()
@@ -221,19 +220,12 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
 
     def _tick(self) -> None:
         self._steps += 1
-        if self._steps & 63 == 0 and time.monotonic() > self.deadline:
+        if self._steps > self.step_limit:
             raise BudgetExceeded
 
     def _torch(self) -> Any:
         if not self.replay:
             raise rp.CannotReplay
-        if not self._torch_ready:
-            # Importing torch (seconds, once per process) is not this file's analysis time.
-            started = time.monotonic()
-            torch = rp.load_torch()
-            self.deadline += time.monotonic() - started
-            self._torch_ready = True
-            return torch
         return rp.load_torch()
 
     def fresh_storage(self) -> int:

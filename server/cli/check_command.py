@@ -21,7 +21,7 @@ from typing import Any
 from stridelens import __version__, i18n
 from stridelens.i18n import ntr, tr
 from stridelens.server.analysis import (
-    DEFAULT_BUDGET_S,
+    DEFAULT_BUDGET_STEPS,
     SourceError,
     analyze_source,
     collector,
@@ -48,8 +48,8 @@ EXCLUDED_DIRS = frozenset(
     }
 )  # fmt: skip
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
-# Per file and pass (wall-clock; torch's import and warm-up are not charged to it).
-BUDGET_S = DEFAULT_BUDGET_S
+# Per file and pass: statements interpreted (a count of work, the same on every machine).
+BUDGET_STEPS = DEFAULT_BUDGET_STEPS
 
 
 def register(commands: Any) -> None:
@@ -72,8 +72,9 @@ def register(commands: Any) -> None:
     sub.add_argument("--diff", action="store_true", help=tr("show the fixes as a unified diff, write nothing"))
     sub.add_argument("-j", "--jobs", type=int, default=0, help=tr("worker processes (default: all cores)"))
     sub.add_argument("--no-config", action="store_true", help=tr("ignore [tool.stridelens] in pyproject.toml"))
-    sub.add_argument("--budget", type=float, metavar="SECONDS",
-                     help=tr("time for each file's analysis (default 5; 0: no limit)"))
+    sub.add_argument("--budget", type=int, metavar="STATEMENTS",
+                     help=tr("statements each file's analysis may interpret (default {default}; 0: no limit)").format(
+                         default=DEFAULT_BUDGET_STEPS))
     sub.set_defaults(handler=run)
 
 
@@ -154,10 +155,13 @@ class Settings:
     no_grad_functions: tuple[str, ...] = ()
     # Messages' language, set again in each worker process (a spawned one starts in English).
     language: str = i18n.ENGLISH
-    budget_s: float | None = None  # None: BUDGET_S
+    budget_steps: int | None = None  # None: BUDGET_STEPS; 0: no limit
 
-    def budget(self) -> float:
-        return BUDGET_S if self.budget_s is None else self.budget_s
+    def budget(self) -> int | None:
+        """Statements per pass, None for no limit."""
+        if self.budget_steps is None:
+            return BUDGET_STEPS
+        return self.budget_steps or None
 
 
 def check_file(path: str, settings: Settings) -> FileResult:
@@ -179,10 +183,10 @@ def check_file(path: str, settings: Settings) -> FileResult:
         return FileResult(path, error=str(err))
     budget = settings.budget()
     try:
-        analysis = analyze_source(source, path, replay=False, budget_s=budget)
+        analysis = analyze_source(source, path, replay=False, budget_steps=budget)
         replayed = False
         if needs_replay(analysis):
-            analysis = analyze_source(source, path, replay=True, budget_s=budget)
+            analysis = analyze_source(source, path, replay=True, budget_steps=budget)
             replayed = True
         findings = run_rules(
             analysis, settings.select, settings.ignore, dict(settings.severity), settings.no_grad_functions
@@ -442,7 +446,7 @@ def run(args: argparse.Namespace) -> int:
         err(tr("--jobs must be 0 (all cores) or more"))
         return 2
     if args.budget is not None and not args.budget >= 0:
-        err(tr("--budget must be 0 (no limit) or more seconds"))
+        err(tr("--budget must be 0 (no limit) or more statements"))
         return 2
     config = ProjectConfig() if args.no_config else load_project_config(args.paths[0] if os.path.exists(args.paths[0]) else os.getcwd())
     for problem in config.problems:
@@ -463,7 +467,7 @@ def run(args: argparse.Namespace) -> int:
         no_grad_functions=tuple(config.no_grad_functions),
         # JSON and SARIF are the machine interface: the same bytes in every locale.
         language=i18n.language() if args.format == "text" else i18n.ENGLISH,
-        budget_s=None if args.budget is None else (args.budget if args.budget > 0 else float("inf")),
+        budget_steps=args.budget,
     )
     files, errors = collect_files(args.paths, config.exclude)
     failed = bool(errors)
@@ -515,9 +519,9 @@ def run(args: argparse.Namespace) -> int:
     findings.sort(key=_sort_key)
     for result in results:
         if result.timed_out:  # on stderr, as the note below: stdout stays the findings
-            err(tr("note: {path}: the analysis stopped at its time budget ({seconds:g} s), so code after that "
-                   "point has no findings; `--budget SECONDS` gives it more (0: no limit)").format(
-                path=result.path, seconds=settings.budget()))
+            err(tr("note: {path}: the analysis stopped at its budget ({steps} statements interpreted), so code "
+                   "after that point has no findings; `--budget STATEMENTS` gives it more (0: no limit)").format(
+                path=result.path, steps=settings.budget()))
     if any(r.replayed for r in results) and not torch_importable():
         err(
             tr(

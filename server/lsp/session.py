@@ -40,7 +40,7 @@ from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_
 from stridelens.server.lsp.partial import PartialText, partial_text
 from stridelens.server.lsp.protocol import StridelensProtocol
 from stridelens.server.lsp.transport import run_stdio, run_tcp
-from stridelens.server.lsp.worker import EXACT_BUDGET_S, SYMBOLIC_BUDGET_S, Worker
+from stridelens.server.lsp.worker import EXACT_BUDGET_STEPS, SYMBOLIC_BUDGET_STEPS, Worker
 
 log = logging.getLogger("stridelens.lsp")
 
@@ -52,13 +52,13 @@ MAX_DOCUMENT_CHARS = 2_000_000
 def analyze_document(text: str, path: str, *, exact: bool) -> Analysis:
     if len(text) > MAX_DOCUMENT_CHARS:
         return analyze_source("", path, replay=False)
-    return analyze_source(text, path, replay=exact, budget_s=time_budget_s(exact))
+    return analyze_source(text, path, replay=exact, budget_steps=budget_steps(exact))
 
 
-def time_budget_s(exact: bool) -> float:
-    """A pass's wall-clock budget: torch's import and warm-up are not charged to it."""
+def budget_steps(exact: bool) -> int:
+    """A pass's budget: statements interpreted."""
     override = os.environ.get(BUDGET_ENV)
-    return float(override) if override else (EXACT_BUDGET_S if exact else SYMBOLIC_BUDGET_S)
+    return int(override) if override else (EXACT_BUDGET_STEPS if exact else SYMBOLIC_BUDGET_STEPS)
 
 
 CONFIG_SECTION = "stridelens"
@@ -66,8 +66,8 @@ ANALYZED = "stridelens/analyzed"
 QUIET_S = 0.4  # after an edit answered from its blocks, wait this long before the whole file
 # Tests only: pretend torch takes this long to import (the "answers before torch" path).
 TORCH_DELAY_ENV = "STRIDELENS_LSP_TORCH_DELAY_S"
-# Tests only: both passes' time budget in seconds (how a test makes a file overrun it).
-BUDGET_ENV = "STRIDELENS_LSP_BUDGET_S"
+# Tests only: both passes' budget in statements (how a test makes a file overrun it).
+BUDGET_ENV = "STRIDELENS_LSP_BUDGET_STEPS"
 
 
 class StridelensServer(LanguageServer):
@@ -429,7 +429,7 @@ class StridelensServer(LanguageServer):
         )
 
     def tell_if_overrun(self, state: DocState, snap: Snapshot) -> None:
-        """A final analysis that stopped at its time budget has no findings past that point:
+        """A final analysis that stopped at its budget has no findings past that point:
         said once per document, not left for the user to take as a clean bill of health."""
         if not snap.analysis.timed_out or state.uri in self.overran:
             return
@@ -437,9 +437,9 @@ class StridelensServer(LanguageServer):
         self.window_show_message(
             types.ShowMessageParams(
                 type=types.MessageType.Info,
-                message=tr("stridelens: {path}: the analysis stopped at its time budget ({seconds:g} s), so code "
-                           "after that point has no diagnostics").format(
-                    path=os.path.basename(state.path) or state.uri, seconds=time_budget_s(snap.exact)),
+                message=tr("stridelens: {path}: the analysis stopped at its budget ({steps} statements "
+                           "interpreted), so code after that point has no diagnostics").format(
+                    path=os.path.basename(state.path) or state.uri, steps=budget_steps(snap.exact)),
             )
         )
 

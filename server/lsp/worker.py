@@ -3,7 +3,7 @@
 Two single-thread executors: a fast lane for the symbolic pass (never imports torch, a few
 milliseconds per hundred lines) and an exact lane for meta replay (needs torch). A queued
 run whose document has moved on is cancelled before it starts (asyncio cancels the
-executor future); a run already going finishes within its time budget and its result is
+executor future); a run already going finishes within its budget and its result is
 dropped by the caller when the document's version no longer matches.
 
 torch is imported in a background thread as soon as the server starts, so `initialize`
@@ -18,12 +18,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from stridelens.server.analysis.engine import DEFAULT_BUDGET_STEPS
 from stridelens.server.analysis.replay import load_torch, torch_loaded
 
 T = TypeVar("T")
 
-EXACT_BUDGET_S = 5.0
-SYMBOLIC_BUDGET_S = 2.0
+# Statements interpreted per pass. The exact pass (the diagnostics that stay) has `check`'s
+# budget, so the editor and CI agree; the symbolic pass, on the typing path, stops sooner.
+EXACT_BUDGET_STEPS = DEFAULT_BUDGET_STEPS
+SYMBOLIC_BUDGET_STEPS = 10_000
 
 
 class Worker:

@@ -69,7 +69,7 @@ def slow_load_torch():
         time.sleep(2.5)  # a cold torch import on a loaded CI machine
     return real()
 replay.load_torch = slow_load_torch
-check_command.BUDGET_S = 2.0
+check_command.BUDGET_STEPS = 2_000  # the file stops part-way: where must not depend on time
 settings = check_command.Settings(select=None, ignore=(), severity=(), keep_source=False)
 cold = check_command.check_file(sys.argv[1], settings)
 warm = check_command.check_file(sys.argv[1], settings)
@@ -78,9 +78,10 @@ print(json.dumps([cold.replayed, [f.to_json() for f in cold.findings] == [f.to_j
 """
 
 
-def test_torch_import_is_not_charged_to_the_budget(tmp_path: Path) -> None:
+def test_a_slow_torch_import_changes_no_finding(tmp_path: Path) -> None:
     """Regression: the first replay in a `check` worker counted torch's import (3-7 s here)
-    against the 5 s budget, timed out, and dropped most findings of whichever file came first."""
+    against a 5 s budget, timed out, and dropped most findings of whichever file came first.
+    The budget is a count of statements now: a cold import and a warm one stop at the same place."""
     model = tmp_path / "m.py"
     model.write_text(generate_model_source(400), encoding="utf-8")
     out = subprocess.run([sys.executable, "-c", SLOW_IMPORT, str(model)], capture_output=True,
@@ -89,3 +90,32 @@ def test_torch_import_is_not_charged_to_the_budget(tmp_path: Path) -> None:
     replayed, same, count = json.loads(out.stdout)
     assert replayed and count >= 10
     assert same, "the cold run (torch imported during it) found less than the warm one"
+
+
+def _burn() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+@pytest.mark.timeout(600)
+def test_the_same_findings_under_a_cpu_burning_neighbour(tmp_path: Path) -> None:
+    """Issue 31: a file that stops at its budget stops at the same statement on a fast machine and
+    on a slower one (here: beside a busy loop on every core), so `check` gives the same bytes on
+    both. A budget in seconds gave fewer findings
+    on the slow one."""
+    model = tmp_path / "generated_model.py"
+    model.write_text(generate_model_source(3000), encoding="utf-8")
+    command = [sys.executable, "-m", "stridelens", "check", "--format", "json", "--no-config", "--select", "ALL",
+               "-j", "1", "--budget", "3000", str(model)]  # fmt: skip
+    fast = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    burners = [_burn() for _ in range(os.cpu_count() or 1)]
+    try:
+        slow = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert fast.returncode == 1 and "stopped at its budget (3000 statements" in fast.stderr, fast.stderr
+    assert slow.stderr == fast.stderr
+    findings = json.loads(fast.stdout)
+    assert len(findings) >= 5  # findings before the stop, and the same ones
+    assert slow.stdout == fast.stdout

@@ -103,7 +103,7 @@ def tensor_program(draw: st.DrawFn) -> str:
 
 
 def _check_findings_inside(source: str) -> None:
-    analysis = analyze_source(source, budget_s=2.0)
+    analysis = analyze_source(source, budget_steps=10_000)
     lines = analysis.lines
     for finding in run_rules(analysis, select=["ALL"]):  # every rule, those off by default too
         assert 1 <= finding.line <= finding.end_line <= max(len(lines), 1), finding
@@ -118,7 +118,7 @@ def _check_findings_inside(source: str) -> None:
 @given(tensor_program())
 @pytest.mark.timeout(600)
 def test_generated_programs_agree_with_torch_where_known(program: str) -> None:
-    analysis = analyze_source(program, budget_s=2.0)
+    analysis = analyze_source(program, budget_steps=10_000)
     _check_findings_inside(program)
     if str(2**40) in program:
         return  # analysed above (meta needs no memory); far too big to run for real
@@ -170,7 +170,7 @@ def test_a_function_called_with_several_shapes_states_only_what_holds_for_every_
         real = run_for_real_all(program)
     except Exception:  # noqa: BLE001 - torch rejects one of the calls: nothing to compare
         return
-    analysis = analyze_source(program, budget_s=2.0)
+    analysis = analyze_source(program, budget_steps=10_000)
     for probe, values in real.items():
         explanation = analysis.explain_at(probe.line, probe.col)
         fact = explanation.fact if explanation is not None else None
@@ -220,7 +220,7 @@ def mutated_source(draw: st.DrawFn) -> str:
 @given(mutated_source())
 @pytest.mark.timeout(600)
 def test_mutated_files_never_crash_and_findings_stay_inside(source: str) -> None:
-    analysis = analyze_source(source, budget_s=2.0)
+    analysis = analyze_source(source, budget_steps=10_000)
     _check_findings_inside(source)
     # Every position can be asked about without an exception.
     for line in range(1, min(len(analysis.lines), 40) + 1):
