@@ -28,12 +28,13 @@ from stridelens.server.rules.shared.ast_index import (
     call_name,
     enclosing_scope,
     index_of,
+    inside,
     is_inplace_method,
     walk,
     walk_statements,
 )
 from stridelens.server.rules.shared.edits import make_finding, node_range, segment, short
-from stridelens.server.rules.shared.grad_mode import GradMode, mode_at
+from stridelens.server.rules.shared.grad_mode import GradMode, callers, local_mode, mode_at
 from stridelens.server.rules.shared.parameters import PARAM_ATTRS
 
 # op name -> what it saves for backward: "output" or "input".
@@ -116,7 +117,7 @@ class _Walk:
     def saving_matters(self, node: ast.expr, stmt: ast.stmt) -> bool | None:
         """Whether a save of `node` here is real: grad on, and `node` requires grad (known:
         True; assumed in a module's forward: None; otherwise no)."""
-        if mode_at(self.analysis, stmt) is GradMode.OFF:
+        if not _grad_on(self.analysis, stmt):
             return False
         grad = self.requires_grad(node)
         if grad is True:
@@ -193,7 +194,7 @@ class _Walk:
 
     def mult(self, node: ast.BinOp, stmt: ast.stmt, saves: list[tuple[int, _Saved]]) -> None:
         """`a * b` saves `a` when `b` requires grad (and `b` when `a` does)."""
-        if mode_at(self.analysis, stmt) is GradMode.OFF:
+        if not _grad_on(self.analysis, stmt):
             return
         text = short(segment(self.analysis, node))
         for kept, other in ((node.left, node.right), (node.right, node.left)):
@@ -283,6 +284,40 @@ def _is_view(value: ast.expr) -> bool:
     if isinstance(value, ast.Attribute):
         return value.attr in ("T", "mT")
     return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _VIEW_METHODS
+
+
+def _grad_on(analysis: Analysis, stmt: ast.stmt) -> bool:
+    """Whether `stmt` runs with grad on, or may be taken to: on by its context or every
+    caller's, or, where the file does not decide (no caller, or callers that disagree), in
+    code on the training path (`_training_path`). A `generate`/`predict` method nobody in the
+    file calls runs in its callers' mode elsewhere, often under no_grad: no proof, no finding."""
+    mode = mode_at(analysis, stmt)
+    if mode is not GradMode.UNKNOWN:
+        return mode is GradMode.ON
+    _, fn = local_mode(analysis, stmt)
+    return fn is None or _training_path(analysis, fn, set())
+
+
+_BACKWARD_CALLS = frozenset({"backward", "grad"})
+
+
+def _training_path(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef, seen: set[ast.AST]) -> bool:
+    """A module's `forward`, a function that calls `backward()`/`autograd.grad` (which raise
+    without a graph), or one that only such functions call."""
+    if fn in seen:
+        return False
+    seen.add(fn)
+    if _forward_of_module(analysis, fn):
+        return True
+    index = index_of(analysis)
+    if any(
+        isinstance(call.func, ast.Attribute) and call.func.attr in _BACKWARD_CALLS and inside(index, call, fn)
+        for name in _BACKWARD_CALLS for call in index.by_name.get(name, ())
+    ):
+        return True
+    sites = callers(analysis, fn)
+    outers = [local_mode(analysis, call)[1] for call in sites]
+    return bool(sites) and all(outer is not None and _training_path(analysis, outer, seen) for outer in outers)
 
 
 def _forward_of_module(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -377,7 +412,11 @@ SL213 = register(
             "grad: `out[..., 0] = out[..., 0] * self.gain` is flagged. An error when the facts "
             "say the tensor requires grad; a warning when that is assumed (a module's "
             "`forward` on unknown inputs). Silent under no_grad and where the facts say no "
-            "grad is required, and for writes into the function's own parameters (what the "
+            "grad is required; where the file does not decide the grad mode (a method nobody "
+            "here calls, callers in both modes) only code on the training path is checked: a "
+            "module's `forward`, a function that calls `backward()`/`autograd.grad`, and what "
+            "only they call (a `generate` called under no_grad from another file is not); "
+            "and for writes into the function's own parameters (what the "
             "caller passed in: `state.copy_(new)` into a decode cache is the function's "
             "contract).",
             why="Autograd checks at backward that every saved tensor still has the version it "
