@@ -33,6 +33,7 @@ from stridelens.server.analysis.values import (
     FunctionValue,
     InstanceValue,
     ListOf,
+    ModuleChoice,
     ModuleValue,
     Number,
     Opaque,
@@ -123,7 +124,10 @@ class ExpressionsMixin:
         test = self.eval(node.test, scope)
         if isinstance(test, Const) and isinstance(test.value, (bool, int)):
             return self.eval(node.body if test.value else node.orelse, scope)
-        return join_values(self.eval(node.body, scope), self.eval(node.orelse, scope), self.symops.canon_layout)
+        body, orelse = self.eval(node.body, scope), self.eval(node.orelse, scope)
+        if _callable_module(body) and _callable_module(orelse) and body is not orelse:
+            return ModuleChoice((body, orelse))  # type: ignore[arg-type]
+        return join_values(body, orelse, self.symops.canon_layout)
 
     def expr_NamedExpr(self: Interpreter, node: ast.NamedExpr, scope: Scope) -> Value:
         value = self.eval(node.value, scope)
@@ -582,7 +586,7 @@ class ExpressionsMixin:
                     self.record(func, callee)
                 if isinstance(callee, ModuleValue):
                     return self.call_module(callee, args, kwargs, exact, node, scope)
-                if isinstance(callee, InstanceValue) and callee.cls.is_module:
+                if (isinstance(callee, InstanceValue) and callee.cls.is_module) or isinstance(callee, ModuleChoice):
                     return self.call_value(callee, args, kwargs, exact, node, scope)
                 if name in ("eval", "train", "to", "cuda", "cpu", "requires_grad_"):
                     return receiver
@@ -613,7 +617,7 @@ class ExpressionsMixin:
         if isinstance(callee, FunctionValue) and exact:
             returned = self.call_concrete(callee.node, None, args, kwargs, scope, node)
             return UNKNOWN if returned is None else returned
-        if isinstance(callee, (ModuleValue, InstanceValue)):
+        if isinstance(callee, (ModuleValue, InstanceValue, ModuleChoice)):
             return self.call_value(callee, args, kwargs, exact, node, scope)
         if isinstance(func, ast.Name) and callee is UNKNOWN and scope.lookup(func.id) is None:
             return self.call_builtin(func.id, args, kwargs)
@@ -645,6 +649,8 @@ class ExpressionsMixin:
         followed with the caller's facts)."""
         if isinstance(callee, ModuleValue):
             return self.call_module(callee, args, kwargs, exact, node, scope)
+        if isinstance(callee, ModuleChoice):
+            return self._call_choice(callee, args, kwargs, exact, node, scope)
         if isinstance(callee, InstanceValue) and callee.cls.is_module:
             forward = callee.cls.methods.get("forward")
             if forward is not None and exact:
@@ -653,6 +659,22 @@ class ExpressionsMixin:
                     return returned
             return self.call_user_module(callee, args, scope)
         return UNKNOWN
+
+    def _call_choice(
+        self: Interpreter, choice: ModuleChoice, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
+    ) -> Value:
+        """Each option on the same arguments, the outputs joined. A layer's output only, not
+        what a call of it proves of the input (a Linear's dtype): the other option may not."""
+        tensors = [a for a in args if isinstance(a, TensorFact)]
+        joined: Value | None = None
+        for option in choice.options:
+            if isinstance(option, ModuleValue):
+                out = self._module_output(option, args, kwargs, exact, node, scope)
+                out = self._with_layer_dtype(option, tensors[0] if tensors else None, out)
+            else:
+                out = self.call_value(option, args, kwargs, exact, node, scope)
+            joined = out if joined is None else join_values(joined, out, self.symops.canon_layout)
+        return UNKNOWN if joined is None else joined
 
     def call_builtin(self: Interpreter, name: str, args: list[Value], kwargs: dict[str, Value] | None = None) -> Value:
         if name == "dict" and not args and kwargs:
@@ -796,3 +818,8 @@ def _sizes_call(name: str, node: ast.Call) -> bool:
     if name == "size":
         return len(node.args) == 1
     return name == "view" and len(node.args) >= 2
+
+
+def _callable_module(value: Value) -> bool:
+    """An nn layer or an instance of one of the file's own nn.Modules."""
+    return isinstance(value, ModuleValue) or (isinstance(value, InstanceValue) and value.cls.is_module)

@@ -269,10 +269,15 @@ class ModuleOutputs:
         padding = int_pair(module_arg(module, "padding"), (0,))
         dilation = int_pair(module_arg(module, "dilation"), (1,)) if module.name.startswith("Max") else (1,)
         ceil = module_arg(module, "ceil_mode")
-        if kernel is None or stride is None or padding is None or dilation is None or layout.ndim < spatial + 1:
+        if layout.ndim < spatial + 1:
             return None
-        if ceil is not None and not (isinstance(ceil, Const) and ceil.value is False):
-            return None
+        if kernel is None or stride is None or padding is None or dilation is None or (
+            ceil is not None and not (isinstance(ceil, Const) and ceil.value is False)
+        ):
+            # `nn.AvgPool2d(stride)` of a size nobody states: the pooled sizes have no name,
+            # the rank and the other sizes stay.
+            pooled = tuple(sz.anonymous() for _ in range(spatial))
+            return self.fresh((*layout.shape[:-spatial], *pooled), x, [x], scope, contiguous="inherit")
 
         def each(t: tuple[int, ...]) -> tuple[int, ...]:
             return t * spatial if len(t) == 1 else t

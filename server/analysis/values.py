@@ -157,9 +157,17 @@ class FunctionValue:
     node: ast.FunctionDef | ast.AsyncFunctionDef
 
 
+@dataclass(frozen=True, eq=False)
+class ModuleChoice:
+    """One of these modules, by a condition the analysis does not decide (`nn.AvgPool2d(s) if
+    s > 1 else nn.Identity()`): calling it gives what every option's output agrees on."""
+
+    options: tuple[ModuleValue | InstanceValue, ...]
+
+
 Value = Union[  # noqa: UP007 - a runtime alias mypy must see as a union
     Unknown, Const, TorchRef, GradContext, ModuleValue, SeqValue, ListOf, TensorFact,
-    ClassInfo, InstanceValue, FunctionValue, SizeValue, Opaque, Number, DictValue,
+    ClassInfo, InstanceValue, FunctionValue, SizeValue, Opaque, Number, DictValue, ModuleChoice,
 ]
 
 
