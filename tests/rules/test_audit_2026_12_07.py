@@ -145,3 +145,61 @@ def test_sl213_the_flagged_forms_raise_in_backward_and_generate_runs_under_no_gr
         model.train_step(x, torch.optim.SGD(model.parameters(), lr=0.1))
     with torch.no_grad():
         assert model.generate(x).shape == (1, 2, 3, 3)
+
+
+# ------------------------------------------------------- the second audit, 2026-12-07b
+# pytorch_geometric_temporal evolvegcno_example.py: `retain_grad()` on parameters (leaves).
+SL208_LEAVES = """\
+import torch
+from torch import nn
+
+def inspect(model, x):
+    for param in model.parameters():
+        param.retain_grad()
+    w = torch.randn(3, requires_grad=True)
+    w.retain_grad()
+    h = x * 2
+    h.retain_grad()
+    e = torch.tanh(model(x))
+    e.retain_grad()
+    return h, e
+"""
+
+
+def test_sl208_only_a_non_leaf_is_flagged() -> None:
+    assert [line for line, _ in _findings(SL208_LEAVES, "SL208")] == [10, 12]
+
+
+def test_sl208_retain_grad_does_nothing_on_a_leaf_and_keeps_a_non_leaf_gradient() -> None:
+    scope: dict[str, object] = {}
+    exec(compile(SL208_LEAVES, "<snippet>", "exec"), scope)  # the test's own snippet
+    model = torch.nn.Linear(3, 3)
+    h, e = scope["inspect"](model, torch.randn(2, 3, requires_grad=True))  # type: ignore[operator]
+    (h.sum() + e.sum()).backward()
+    assert all(p.is_leaf and not p.retains_grad for p in model.parameters())
+    assert h.retains_grad and h.grad is not None and e.retains_grad
+
+
+# Point-NN models/point_pn.py: an in-place division of a tensor `abs` saved, where the tensor
+# comes from a forward's raw input (point coordinates, which never require grad).
+SL213_RAW_INPUT = """\
+import torch
+from torch import nn
+
+class Local(nn.Module):
+    def forward(self, xyz, idx):
+        knn_xyz = xyz[:, idx]
+        knn_xyz /= torch.abs(knn_xyz).max(dim=-1, keepdim=True)[0]
+        return knn_xyz
+"""
+
+
+def test_sl213_an_unknown_input_is_not_taken_to_require_grad() -> None:
+    assert _findings(SL213_RAW_INPUT, "SL213") == []
+    scope: dict[str, object] = {}
+    exec(compile(SL213_RAW_INPUT, "<snippet>", "exec"), scope)  # the test's own snippet
+    local = scope["Local"]()  # type: ignore[operator]
+    idx = torch.tensor([0, 2])
+    local(torch.randn(2, 4, 3), idx)  # raw coordinates: runs, and nothing to backward
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        local(torch.randn(2, 4, 3, requires_grad=True) * 1, idx).sum().backward()

@@ -15,7 +15,7 @@ version counter.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from stridelens.i18n import tr
 from stridelens.server.analysis import Analysis
@@ -59,15 +59,13 @@ _VIEW_METHODS = frozenset(
 class _Saved:
     op: str  # the op as written: "torch.sigmoid(h)"
     line: int
-    known: bool  # requires grad by the facts (else: assumed in forward code)
 
 
 class _Walk:
     """One body in source order: which identity each name holds and which are saved."""
 
-    def __init__(self, analysis: Analysis, forward: bool, params: list[str]) -> None:
+    def __init__(self, analysis: Analysis, params: list[str]) -> None:
         self.analysis = analysis
-        self.forward = forward
         self.ids: dict[str, int] = {}
         self.next_id = 0
         for name in params:
@@ -115,16 +113,11 @@ class _Walk:
         return None
 
     def saving_matters(self, node: ast.expr, stmt: ast.stmt) -> bool | None:
-        """Whether a save of `node` here is real: grad on, and `node` requires grad (known:
-        True; assumed in a module's forward: None; otherwise no)."""
+        """Whether a save of `node` here is proven real (True: grad on and the facts say `node`
+        requires grad), proven not (False: grad off, or it requires none), or unknown (None)."""
         if not _grad_on(self.analysis, stmt):
             return False
-        grad = self.requires_grad(node)
-        if grad is True:
-            return True
-        if grad is None and self.forward:
-            return None
-        return False
+        return self.requires_grad(node)
 
     # ------------------------------------------------------------------ ops
     def op_of(self, call: ast.Call) -> tuple[str, ast.expr, bool] | None:
@@ -180,16 +173,18 @@ class _Walk:
             return
         op, arg, inplace = found
         matters = self.saving_matters(arg, stmt)
-        if matters is False:
-            return
         text = short(segment(self.analysis, call))
-        if inplace:
+        if inplace and matters is not False:
             self.check_write(arg, call, tr("`{call}` (in place)").format(call=text))
+        # Only a proven save: "requires grad" assumed of a forward's unknown input is not one
+        # (point coordinates, an FFT of raw data: fresh audits found no true positive there).
+        if matters is not True:
+            return
         ident = self.id_of(arg)
         if (SAVES[op] == "input" and ident is not None) or (SAVES[op] == "output" and inplace and ident is not None):
-            saves.append((ident, _Saved(text, call.lineno, matters is True)))
+            saves.append((ident, _Saved(text, call.lineno)))
         elif SAVES[op] == "output":
-            self._pending_output = _Saved(text, call.lineno, matters is True)
+            self._pending_output = _Saved(text, call.lineno)
             self._pending_call = call
 
     def mult(self, node: ast.BinOp, stmt: ast.stmt, saves: list[tuple[int, _Saved]]) -> None:
@@ -201,7 +196,7 @@ class _Walk:
             if self.requires_grad(other) is True:
                 ident = self.id_of(kept)
                 if ident is not None:
-                    saves.append((ident, _Saved(text, node.lineno, True)))
+                    saves.append((ident, _Saved(text, node.lineno)))
 
     def writes(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
@@ -238,7 +233,7 @@ class _Walk:
             "or `.clone()` before writing"
         ).format(write=how, name=name, op=saved.op, line=saved.line)
         finding = make_finding(self.analysis, SL213, node_range(self.analysis, report), message)
-        self.out.append(finding if saved.known else replace(finding, severity=Severity.WARNING))
+        self.out.append(finding)
         del self.saved[ident]  # one report per save
 
     def bind(self, stmt: ast.stmt) -> None:
@@ -378,16 +373,13 @@ def _scope_of(index: Index, node: ast.AST) -> ast.AST | None:
 def check_inplace_on_saved(analysis: Analysis) -> list[Finding]:
     index = index_of(analysis)
     out: list[Finding] = []
-    bodies: list[tuple[list[ast.stmt], bool, list[str]]] = [(analysis.tree.body, False, [])]
-    bodies += [
-        (fn.body, _forward_of_module(analysis, fn), [a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]])
-        for fn in index.functions
-    ]
+    bodies: list[tuple[list[ast.stmt], list[str]]] = [(analysis.tree.body, [])]
+    bodies += [(fn.body, [a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]]) for fn in index.functions]
     candidates = _scopes_with_writes(analysis)
-    for body, forward, params in bodies:
+    for body, params in bodies:
         if not body or _scope_of_body(analysis, body) not in candidates:
             continue  # nothing written in place here: nothing to check
-        walk = _Walk(analysis, forward, params)
+        walk = _Walk(analysis, params)
         for node in walk_statements(body):
             if not isinstance(node, (*BLOCK_STATEMENTS, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 walk.visit(node)  # (a block's own statements come next in the walk)
@@ -409,10 +401,10 @@ SL213 = register(
             "log_softmax (and their nn modules), so `h = act(h); h += res` is flagged. Ops "
             "that save their input: gelu, silu, elu, leaky_relu, mish, hardswish, log, sin, "
             "cos, abs, so the same line after GELU is not. `a * b` saves `a` when `b` requires "
-            "grad: `out[..., 0] = out[..., 0] * self.gain` is flagged. An error when the facts "
-            "say the tensor requires grad; a warning when that is assumed (a module's "
-            "`forward` on unknown inputs). Silent under no_grad and where the facts say no "
-            "grad is required; where the file does not decide the grad mode (a method nobody "
+            "grad: `out[..., 0] = out[..., 0] * self.gain` is flagged. Only where the facts say "
+            "the tensor requires grad (a layer's output, a parameter): not on a `forward`'s "
+            "unknown input, which may be raw data (point coordinates, an FFT of a signal). "
+            "Silent under no_grad and where the facts say no grad is required; where the file does not decide the grad mode (a method nobody "
             "here calls, callers in both modes) only code on the training path is checked: a "
             "module's `forward`, a function that calls `backward()`/`autograd.grad`, and what "
             "only they call (a `generate` called under no_grad from another file is not); "
