@@ -81,6 +81,7 @@ def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
     entries, ids = _named_tensors(ns)
     whole = _whole_views(entries, ids)
     groups: dict[str, dict[str, Any]] = {}
+    objects: dict[str, set[int]] = {}  # storage key -> ids of the tensor objects in its group
     loose: list[dict[str, Any]] = []
     for name, t in entries:
         st = _storage(t) if t.layout == torch.strided else None
@@ -89,6 +90,8 @@ def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
             continue
         g = groups.setdefault(st[0], {"storage_key": st[0], "device": st[2], "storage_bytes": st[1], "tensors": []})
         g["tensors"].append(_member(name, t, ids, whole))
+        objects.setdefault(st[0], set()).add(id(t))
+    t = None
     out = sorted(groups.values(), key=lambda g: -g["storage_bytes"])
     for g in out:
         for m in g["tensors"]:  # a view of an unnamed base: another name of its storage
@@ -96,8 +99,62 @@ def frame_report(ns: dict[str, Any]) -> dict[str, Any]:
                 m["shares_storage_of"] = next((o["name"] for o in g["tensors"] if o is not m and not o["is_view"]),
                                               next((o["name"] for o in g["tensors"] if o is not m), None))
         g["summary"] = _group_summary(g)
-    return {"groups": out, "no_storage": loose, "tensor_count": len(entries),
+    one_object = {k for k, o in objects.items() if len(o) == 1}
+    return {"groups": out, "rows": _item_rows(out, one_object), "no_storage": loose, "tensor_count": len(entries),
             "total_bytes": sum(g["storage_bytes"] for g in out)}
+
+
+def _item(name: str) -> tuple[str, int] | None:
+    """(`losses`, 3) for `losses[3]`; None for any other name (`x`, `d['k']`, `xs[-1]`)."""
+    i = name.rfind("[")
+    digits = name[i + 1:-1]
+    if i < 1 or not name.endswith("]") or not (digits.isascii() and digits.isdigit()):
+        return None
+    return name[:i], int(digits)
+
+
+RUN_MIN = 3  # items of one list alike and in a row shown as one row: `losses[0..19]`
+
+
+def _item_rows(groups: list[dict[str, Any]], one_object: set[str]) -> list[dict[str, Any]]:
+    """The frame table's rows, for every client alike: {"at": index in `groups`, "count", "name",
+    "aliases"}. Storages of one tensor each, `losses[0]` … `losses[19]` of one shape, dtype,
+    strides, offset and grad_fn, at least RUN_MIN of them at consecutive indices, are one row
+    `losses[0..19]` (count 20, at the first one's place); an item that has other names too
+    (`loss` is `losses[19]`: one object, keys of `one_object`) joins it, its other names in
+    `aliases` ([["loss", "losses[19]"]]). Any other group is a row of its own (count 1, name None)."""
+    members: dict[tuple[Any, ...], list[tuple[int, int, str]]] = {}  # alike -> (index, position, item name)
+    for pos, g in enumerate(groups):
+        ms = g["tensors"]
+        if g["storage_key"] not in one_object or ms[0]["is_view"]:
+            continue
+        hit = next(((m["name"], it) for m in ms if (it := _item(m["name"])) is not None), None)
+        if hit is None:
+            continue
+        item, (base, index) = hit
+        m = ms[0]
+        k = (base, g["storage_bytes"], g["device"], str(m["shape"]), m["dtype"], str(m["strides"]),
+             m["storage_offset"], m["grad_fn"])
+        members.setdefault(k, []).append((index, pos, item))
+    runs: dict[int, dict[str, Any]] = {}  # position of a run's first row -> the row
+    folded: set[int] = set()
+    for k, items in members.items():
+        items.sort()
+        start = 0
+        for end in range(1, len(items) + 1):
+            if end < len(items) and items[end][0] == items[end - 1][0] + 1:
+                continue
+            run = items[start:end]
+            if len(run) >= RUN_MIN:
+                first = min(pos for _, pos, _ in run)
+                aliases = [[m["name"], item] for _, pos, item in run for m in groups[pos]["tensors"]
+                           if m["name"] != item]
+                runs[first] = {"at": first, "count": len(run), "name": f"{k[0]}[{run[0][0]}..{run[-1][0]}]",
+                               "aliases": aliases}
+                folded.update(pos for _, pos, _ in run if pos != first)
+            start = end
+    return [runs.get(pos) or {"at": pos, "count": 1, "name": None, "aliases": []}
+            for pos in range(len(groups)) if pos not in folded]
 
 
 def _group_summary(g: dict[str, Any]) -> str:
@@ -598,8 +655,10 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
             "storage_key": g.key_str(), "device": g.device, "bytes": g.nbytes,
             "tensors": len(g.members), "names": member_names[:8], "unnamed": len(g.members) - len(member_names),
             "used_bytes": _used_bytes(g, unnamed_bases) if g.members else g.nbytes,
-            "saved_by_graph": g.by_graph, "graph_root": graph_of.get(k),
+            "saved_by_graph": g.by_graph, "graph_root": graph_of.get(k), "graph_line": None,
         })
+    if graph_of and ns is not None:
+        _graph_lines(top_groups, ns)
     report = {
         "tensor_count": len(tensors),
         "storage_count": len(sbytes) + len(graph_only),
@@ -608,12 +667,167 @@ def _process_report(top: int, min_pin_bytes: int, ns: dict[str, Any] | None,
         "graph_nodes": graph_nodes,
         "devices": sorted(devices.values(), key=lambda d: str(d["device"])),
         "top": top_groups,
+        "top_rows": group_top_rows(top_groups),
         "findings": sorted(findings, key=lambda f: -f["bytes"]),
         **({"named": _named_totals(labels, named_ids, dict(zip(map(id, ts), keys, strict=True)), sbytes)}
            if named else {}),
     }
     groups.clear()
     return report
+
+
+def group_top_rows(top: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The top-N table's rows, for every client alike: {"at": index in `top`, "count",
+    "graph_root", "graphs"}. Storages no tensor object names, of one size, device and use, saved
+    by one graph (`loss`) or by the graphs of one list's items (`losses[0]` … `losses[7]`: root
+    `losses[0..7]`, 8 graphs), bound on one line, are one row at the first one's place:
+    `8 × 256.0 KiB saved by `losses[0..7]`'s 8 graphs, from line 21`."""
+    rows: list[dict[str, Any]] = []
+    index: dict[tuple[Any, ...], dict[str, Any]] = {}
+    items: dict[int, tuple[str, list[int]]] = {}  # id of a row -> its roots' list, their indices
+    for i, g in enumerate(top):
+        root = g.get("graph_root")
+        item = _item(root) if root else None
+        # What the row says: the unnamed count only where no graph root names the storage.
+        key = (g["bytes"], g["device"], g["used_bytes"], g["saved_by_graph"], g.get("graph_line"),
+               item[0] + "[]" if item else root, None if g["saved_by_graph"] and root else g["unnamed"])
+        row = index.get(key) if not g["names"] else None
+        if row is None:
+            row = {"at": i, "count": 0, "graph_root": root, "graphs": 1 if root else 0}
+            rows.append(row)
+            if not g["names"]:
+                index[key] = row
+        row["count"] += 1
+        if item:
+            items.setdefault(id(row), (item[0], []))[1].append(item[1])
+    for row in rows:
+        base, xs = items.get(id(row), ("", []))
+        distinct = sorted(set(xs))
+        if len(distinct) > 1:
+            row["graph_root"] = f"{base}[{_index_ranges(distinct)}]"
+            row["graphs"] = len(distinct)
+    return rows
+
+
+def _index_ranges(xs: list[int]) -> str:
+    """`0..7` for [0, …, 7], `0..3, 5` for [0, 1, 2, 3, 5] (sorted, distinct)."""
+    out: list[str] = []
+    start = 0
+    for end in range(1, len(xs) + 1):
+        if end < len(xs) and xs[end] == xs[end - 1] + 1:
+            continue
+        out.append(str(xs[start]) if end - start == 1 else f"{xs[start]}..{xs[end - 1]}")
+        start = end
+    return ", ".join(out)
+
+
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame (fast locals)
+
+
+def _stop_code(ns: dict[str, Any]) -> tuple[Any, int] | None:
+    """(code, line) of the frame the client evaluates in, or None where that is not sure.
+
+    The client passes `locals()` as `ns`: under pydevd, a fresh dict of the frame's globals and
+    locals (plus `globals`), made in the stopped thread, which runs the evaluate under its own
+    frames (the stopped frame is below them on this thread's stack); in a notebook, the user
+    namespace, the globals of the cell that runs the magic. A frame matches when its globals are
+    `ns`, or when `ns` holds all of its globals and, past them, only names its code binds, its
+    arguments included. Frames' `f_locals` are never read (on Python <= 3.12 that snapshots a
+    function's locals on its frame); two frames that match (a caller in the same module whose
+    locals shadow globals) give None."""
+    keys = ns.keys()
+    found: list[tuple[Any, int]] = []
+    f: Any = sys._getframe(1)
+    try:
+        while f is not None and len(found) < 2:
+            # pydevd's `eval` of the client's expression (its globals are `ns`) is the debugger's.
+            if not (_skip_frame(f) or (f.f_code.co_filename == "<string>" and f.f_back is not None
+                                       and _skip_frame(f.f_back))):
+                c = f.f_code
+                g = f.f_globals
+                if g is ns:
+                    return c, f.f_lineno
+                if g.keys() <= keys:
+                    extra = keys - g.keys() - {"globals"}
+                    if c.co_flags & _CO_OPTIMIZED:
+                        own = {*c.co_varnames, *c.co_cellvars, *c.co_freevars}
+                        args = c.co_varnames[:c.co_argcount + c.co_kwonlyargcount]
+                        if extra <= own and keys >= set(args):
+                            found.append((c, f.f_lineno))
+                    elif not extra:
+                        found.append((c, f.f_lineno))
+            f = f.f_back
+    finally:
+        del f
+    return found[0] if len(found) == 1 else None
+
+
+_STORES = frozenset({"STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF"})
+_GROWS = frozenset({"append", "extend", "insert"})
+
+
+def _binding_line(code: Any, stop: int, name: str, container: bool) -> int | None:
+    """The line of `code` that bound `name` (`loss = …`), or with `container`, that put an item
+    into the list `name` (`losses.append(…)`, `losses[i] = …`, else `losses = [...]`, `losses +=
+    …`): the last such line at or before `stop`, else the last one (the stop is above it in a loop)."""
+    # The probe imports nothing in the target beyond what it has: torch has loaded `dis` (through
+    # `inspect`); without it, no line.
+    dis = sys.modules.get("dis")
+    if dis is None:
+        return None
+    stores: set[int] = set()
+    grows: set[int] = set()
+    prev: Any = None
+    before_prev: Any = None
+    line: int | None = None
+    for ins in dis.get_instructions(code):
+        # The instruction's line: 3.13 `line_number`, 3.11 `positions`, 3.10 `starts_line` (an int
+        # on an instruction that starts a line; a bool on 3.13).
+        n = getattr(ins, "line_number", None) or getattr(getattr(ins, "positions", None), "lineno", None)
+        if n is None and type(ins.starts_line) is int:
+            n = ins.starts_line
+        line = n or line
+        if line is not None and ins.opname in _STORES and ins.argval == name:
+            stores.add(line)
+        elif line is not None and container and (
+                # `losses.append(…)`: the list, then its method
+                (ins.opname in ("LOAD_METHOD", "LOAD_ATTR") and ins.argval in _GROWS
+                 and prev is not None and prev.opname.startswith("LOAD_") and prev.argval == name)
+                # `losses[i] = …`: the list, the index, then the store
+                or (ins.opname == "STORE_SUBSCR" and before_prev is not None
+                    and before_prev.opname.startswith("LOAD_") and before_prev.argval == name)):
+            grows.add(line)
+        before_prev, prev = prev, ins
+    lines = grows or stores
+    if not lines:
+        return None
+    before = [n for n in lines if n <= stop]
+    return max(before) if before else max(lines)
+
+
+def _graph_lines(top: list[dict[str, Any]], ns: dict[str, Any]) -> None:
+    """Each top entry's `graph_line`: the stopped frame's line that bound its graph's root
+    (`loss = …`), or that put the root into its list (`losses.append(loss)` for `losses[3]`);
+    None where the frame has none, or which frame was stopped is not sure."""
+    where = _stop_code(ns)
+    if where is None:
+        return
+    code, stop = where
+    found: dict[tuple[str, bool], int | None] = {}  # (name, a list's item) -> line
+    for g in top:
+        root = g["graph_root"]
+        if not root:
+            continue
+        item = _item(root)
+        k = (item[0], True) if item else (root, False)
+        if not k[0].isidentifier():  # `model.out`, `history[2][0]`: no one name bound it
+            continue
+        if k not in found:
+            try:
+                found[k] = _binding_line(code, stop, *k)
+            except (TypeError, ValueError, AttributeError):  # a code object dis cannot read
+                found[k] = None
+        g["graph_line"] = found[k]
 
 
 def _outermost(roots: list[tuple[str, Any]]) -> str | None:

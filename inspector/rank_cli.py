@@ -25,6 +25,7 @@ from rich.console import Console
 
 from stridelens.i18n import tr
 from stridelens.inspector import rank_findings, rank_reports, reports
+from stridelens.inspector.probe_report import group_top_rows
 from stridelens.inspector.rank_launcher import DIR_ENV
 from stridelens.inspector.rank_session import DIFF_TOP, Rank, Ranks
 from stridelens.inspector.ranks import Worker, find_workers, read_port_files, rewrite_torchrun
@@ -106,7 +107,8 @@ def _rank_json(r: Rank, top: int, memory: bool) -> dict[str, Any]:
     }
     if r.samples and memory:
         last = r.samples[-1]
-        out["memory"] = {**last, "top": last["top"][:top]}
+        kept = last["top"][:top]
+        out["memory"] = {**last, "top": kept, "top_rows": group_top_rows(kept)}
     if r.frame is not None:
         out["frame"] = r.frame
     if r.expressions:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from rich import box
@@ -12,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stridelens.i18n import ntr, tr
-from stridelens.inspector import fit
+from stridelens.inspector import fit, probe_report
 from stridelens.inspector.target_text import from_target
 from stridelens.server.units import human_bytes
 
@@ -114,50 +113,18 @@ def group_summary(g: dict[str, Any]) -> str:
     return tr("; ").join(parts)
 
 
-_ITEM = re.compile(r"^(.+)\[(\d+)\]$")
-RUN_MIN = 3  # items of one list alike and in a row shown as one row: `losses[0..19]`
+def _frame_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    groups = r["groups"]
+    rows: list[dict[str, Any]] | None = r.get("rows")
+    if rows is None or sum(row["count"] for row in rows) != len(groups) or any(row["at"] >= len(groups) for row in rows):
+        rows = [{"at": i, "count": 1, "name": None, "aliases": []} for i in range(len(groups))]
+    return rows
 
 
-def item_runs(groups: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any], str | None]]:
-    """(count, first group, name) per table row: storages of one tensor each, `losses[0]` …
-    `losses[19]` of one shape, dtype, strides and size, read as one row `losses[0..19]` (at the
-    first one's place); anything else as it is (count 1, no name)."""
-    def alike(g: dict[str, Any]) -> tuple[Any, ...] | None:
-        if len(g["tensors"]) != 1 or g["tensors"][0]["is_view"]:
-            return None
-        m = g["tensors"][0]
-        hit = _ITEM.match(m["name"])
-        if hit is None:
-            return None
-        return (hit.group(1), g["storage_bytes"], g["device"], str(m["shape"]), m["dtype"], str(m["strides"]),
-                m["storage_offset"], m["contiguous"], m["grad_fn"])
-
-    members: dict[tuple[Any, ...], list[tuple[int, int]]] = {}  # alike -> (index in the list, position)
-    for pos, g in enumerate(groups):
-        k = alike(g)
-        if k is not None:
-            members.setdefault(k, []).append((int(_ITEM.match(g["tensors"][0]["name"]).group(2)), pos))  # type: ignore[union-attr]
-    runs: dict[int, tuple[int, str]] = {}  # position of a run's first row -> (count, name)
-    folded: set[int] = set()
-    for k, items in members.items():
-        items.sort()
-        start = 0
-        for end in range(1, len(items) + 1):
-            if end < len(items) and items[end][0] == items[end - 1][0] + 1:
-                continue
-            run = items[start:end]
-            if len(run) >= RUN_MIN:
-                first = min(pos for _, pos in run)
-                runs[first] = (len(run), f"{k[0]}[{run[0][0]}..{run[-1][0]}]")
-                folded.update(pos for _, pos in run if pos != first)
-            start = end
-    out: list[tuple[int, dict[str, Any], str | None]] = []
-    for pos, g in enumerate(groups):
-        if pos in runs:
-            out.append((runs[pos][0], g, runs[pos][1]))
-        elif pos not in folded:
-            out.append((1, g, None))
-    return out
+def item_runs(r: dict[str, Any]) -> list[tuple[int, dict[str, Any], str | None]]:
+    """(count, first group, name) per frame-table row, as the probe grouped them (its `rows`:
+    `losses[0]` … `losses[19]` alike are one row `losses[0..19]`; the VS Code panel shows the same)."""
+    return [(row["count"], r["groups"][row["at"]], row["name"]) for row in _frame_rows(r)]
 
 
 def frame_table(r: dict[str, Any]) -> Group:
@@ -166,8 +133,9 @@ def frame_table(r: dict[str, Any]) -> Group:
                       (tr("strides"), False), (tr("offset"), True), (tr("contig."), True), (tr("view of"), True),
                       ("grad_fn", True)):
         t.add_column(col, no_wrap=not wrap)
-    for n, g, name in item_runs(r["groups"]):
-        for i, m in enumerate(g["tensors"]):
+    for n, g, name in item_runs(r):
+        # A run is one row: its items are alike (another name of one of them: a line below).
+        for i, m in enumerate(g["tensors"] if name is None else g["tensors"][:1]):
             size = f"{human_bytes(g['storage_bytes'])} {g['device']}"
             t.add_row(
                 (size if n == 1 else f"{n} × {size}") if i == 0 else "",
@@ -175,8 +143,14 @@ def frame_table(r: dict[str, Any]) -> Group:
                 str(m["storage_offset"]), tr("yes") if m["contiguous"] else tr("no"),
                 (m["view_of"] or tr("(unnamed)")) if m["is_view"] else "", m["grad_fn"] or "",
             )
+    # An item of a run with other names (`loss` is `losses[19]`: one tensor) says so, in place
+    # of its group's summary.
+    aliases = [a for row in _frame_rows(r) for a in row.get("aliases", ())]
+    in_runs = {item for _, item in aliases}
     lines: list[Any] = [fit.bullet("• ", group_summary(g)) for g in r["groups"]
-                        if len(g["tensors"]) > 1 or g["tensors"][0]["is_view"]]
+                        if (len(g["tensors"]) > 1 or g["tensors"][0]["is_view"])
+                        and not in_runs.intersection(m["name"] for m in g["tensors"])]
+    lines += [fit.bullet("• ", tr("{name} is {item}").format(name=name, item=item)) for name, item in aliases]
     lines += [fit.bullet("• ", (tr("{name}: {layout} tensor, {note}").format(
         name=x["name"], layout=x["layout"], note=from_target(x["note"])), "yellow")) for x in r["no_storage"]]
     total = Text(tr("{tensors}, {storages}, {bytes}").format(
@@ -187,12 +161,22 @@ def frame_table(r: dict[str, Any]) -> Group:
     return Group(fit.Fit(t, drop), *lines, total)
 
 
-def _held_by(g: dict[str, Any]) -> str:
+def held_by(g: dict[str, Any], row: dict[str, Any] | None = None) -> str:
+    """The top table's "held by" of top entry `g`, shown for the probe's row `row` (several alike
+    entries: the graphs of `losses[0..7]`)."""
     names = [f"`{n}`" for n in g["names"][:4]]
     held = ", ".join(names) + (" …" if len(g["names"]) > 4 else "")
     extra = []
-    if g["saved_by_graph"] and g.get("graph_root"):
-        extra.append(tr("saved by `{root}`'s graph").format(root=g["graph_root"]))
+    root = (row or {}).get("graph_root") or g.get("graph_root")
+    if g["saved_by_graph"] and root:
+        graphs = (row or {}).get("graphs", 1)
+        line = g.get("graph_line")
+        if graphs <= 1:
+            text = tr("saved by `{root}`'s graph, from line {line}") if line else tr("saved by `{root}`'s graph")
+        else:
+            text = (tr("saved by `{root}`'s {n} graphs, from line {line}") if line else
+                    tr("saved by `{root}`'s {n} graphs"))
+        extra.append(text.format(root=root, n=graphs, line=line))
     else:
         if g["unnamed"]:
             extra.append(tr("{n} unnamed").format(n=g["unnamed"]))
@@ -201,21 +185,15 @@ def _held_by(g: dict[str, Any]) -> str:
     return tr("; ").join(x for x in [held, *extra] if x)
 
 
-def top_rows(top: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any], str]]:
-    """(count, first row, held by) with identical rows (bytes, device, used, held by) as one, in order:
-    eight storages of 256 KiB that one graph saved read `8 × 256.0 KiB … saved by `loss`'s graph`."""
-    out: list[tuple[int, dict[str, Any], str]] = []
-    index: dict[tuple[Any, ...], int] = {}
-    for g in top:
-        held = _held_by(g)
-        key = (g["bytes"], g["device"], g["used_bytes"], held)
-        if key in index and not g["names"]:
-            n, first, _ = out[index[key]]
-            out[index[key]] = (n + 1, first, held)
-            continue
-        index[key] = len(out)
-        out.append((1, g, held))
-    return out
+def top_rows(r: dict[str, Any]) -> list[tuple[int, dict[str, Any], str]]:
+    """(count, first entry, held by) per top-table row, as the probe grouped them (its `top_rows`):
+    eight storages of 256 KiB that one graph saved read `8 × 256.0 KiB … saved by `loss`'s graph,
+    from line 21`; the VS Code panel reads the same rows."""
+    top = r["top"]
+    rows = r.get("top_rows")
+    if rows is None or sum(row["count"] for row in rows) != len(top) or any(row["at"] >= len(top) for row in rows):
+        rows = probe_report.group_top_rows(top)  # `top` cut after the probe grouped it (snapshots, ranks)
+    return [(row["count"], top[row["at"]], held_by(top[row["at"]], row)) for row in rows]
 
 
 def memory_tables(r: dict[str, Any]) -> Group:
@@ -242,7 +220,7 @@ def memory_tables(r: dict[str, Any]) -> Group:
                 title_justify="left")
     for i, col in enumerate((tr("bytes"), tr("device"), tr("used"), tr("held by"))):
         top.add_column(col, justify="right" if i in (0, 2) else "left")
-    for n, g, held in top_rows(r["top"]):
+    for n, g, held in top_rows(r):
         size = human_bytes(g["bytes"]) if n == 1 else f"{n} × {human_bytes(g['bytes'])}"
         # Text, not markup: `opt.state[model.fc.weight]['exp_avg']` is no style tag.
         top.add_row(size, str(g["device"]), human_bytes(g["used_bytes"]), Text(held))

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from stridelens.i18n import tr
 from stridelens.inspector import reports, snapshot, snapshot_diff
-from stridelens.inspector.probe_report import NAMED_LIMIT
+from stridelens.inspector.probe_report import NAMED_LIMIT, group_top_rows
 from stridelens.inspector.rank_findings import kind_text
 from stridelens.inspector.session import UsageError
 from stridelens.server.units import human_bytes
@@ -104,7 +104,8 @@ def run(args: argparse.Namespace, err: Console) -> int:
 
 
 def _trim(report: dict[str, Any], top: int) -> dict[str, Any]:
-    return {**report, "top": report["top"][:top]}
+    kept = report["top"][:top]
+    return {**report, "top": kept, "top_rows": group_top_rows(kept)}
 
 
 def print_text(report: dict[str, Any], console: Console) -> None:

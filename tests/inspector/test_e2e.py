@@ -365,8 +365,9 @@ def test_memory_names_gradients_optimizer_state_and_groups_alike_rows(inspect_cl
         assert f"256.0 KiB cpu 256.0 KiB `{name}`" in rows or any(r.endswith(f"`{name}`") for r in rows), name
     assert "opt.state['exp_avg']" not in res.out and "unnamed" not in res.out, res.out
     # 9 of the chain's outputs have no tensor object (h has one): one row, by the outermost root.
-    assert "9 × 256.0 KiB cpu 256.0 KiB saved by `loss`'s graph" in rows, res.out
-    assert "256.0 KiB cpu 256.0 KiB `h`; saved by `loss`'s graph" in rows
+    line = marker_line(p, "loss = h.sum()")  # where the graph's root was bound
+    assert f"9 × 256.0 KiB cpu 256.0 KiB saved by `loss`'s graph, from line {line}" in rows, res.out
+    assert f"256.0 KiB cpu 256.0 KiB `h`; saved by `loss`'s graph, from line {line}" in rows
     # graph-saved counts every storage a graph saved and says what it is; no empty allocator column.
     dev = next(r for r in rows if r.startswith("device "))
     assert dev == "device tensors storages bytes graph-saved"

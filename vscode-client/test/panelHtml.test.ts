@@ -111,3 +111,53 @@ test("the panel page with the zh-cn bundle: Chinese headings, labels, buttons an
     useBundle("en", {});
   }
 });
+
+// ---- rows the probe grouped (issue 32) --------------------------------------------------------
+
+import { readFileSync } from "node:fs";
+
+// `stridelens inspect --launch examples/runtime/leaky_losses.py --break …:26 --memory --frame --top 10 --format json`
+// (tests/inspector/test_grouped_rows.py holds its rows equal to a fresh run's: the grouping is the probe's).
+const leaky = JSON.parse(readFileSync(join(ROOT, "test/fixtures/memory-leaky-losses.json"), "utf8")) as { memory: ProcessReport; frame: FrameReport };
+
+test("the panel shows the probe's rows: the graphs of losses[0..7] one row, losses[0..19] one row, graph-saved explained", () => {
+  useBundle("en", {});
+  const m = buildPanelModel(leaky.memory, leaky.frame, { path: "/w/leaky_losses.py", line: 26 }, null);
+  assert.deepEqual(m.top.map((t) => [t.human, t.label, t.saved]), [
+    ["512.0 KiB", "model.0.weight.grad", ""],
+    ["512.0 KiB", "model.0.weight", ""],
+    ["8 × 256.0 KiB", "", "saved by losses[0..7]'s 8 graphs, from line 21"],
+  ]);
+  const run = m.groups.find((g) => g.count > 1);
+  assert.ok(run);
+  assert.equal(run.human, "10.0 KiB");
+  // `loss` is `losses[19]` (one tensor): it stays selectable, on the row of the run.
+  assert.deepEqual(run.tensors, [
+    { name: "losses[0]", label: "losses[0..19]: 20 × () float32, 512 B each" },
+    { name: "loss", label: "loss is losses[19]" },
+  ]);
+  assert.equal(m.groups.filter((g) => g.count > 1).length, 1);
+  assert.deepEqual(m.groups.map((g) => g.tensors.map((t) => t.name)).flat().filter((n) => /^loss/.test(n)), ["losses[0]", "loss"]);
+  assert.ok(m.tensors.includes("loss"));
+  assert.deepEqual(m.devices.map((d) => [d.device, d.graphSaved]), [["cpu", "7.5 MiB"]]);
+  assert.equal(m.graphNote, "graph-saved: storages that live autograd graphs keep for backward (0 B of them held by nothing else: no tensor object has them)");
+  const html = renderPage(panelHtml("vscode-resource:", "vscode-resource:/dist/webview.js"), [{ type: "model", model: m }]).content.innerHTML;
+  for (const s of ["<th class=num>graph-saved</th>", '<td class=num>8 × 256.0 KiB</td>', "saved by losses[0..7]&#39;s 8 graphs, from line 21", "losses[0..19]: 20 × () float32, 512 B each", "loss is losses[19]", '<div class="muted graph-note">graph-saved: ']) {
+    assert.ok(html.includes(s), `${s} not in the page`);
+  }
+  assert.equal((html.match(/class="top-row"/g) ?? []).length, 3);
+  assert.equal((html.match(/class="frame-group"/g) ?? []).length, 7);
+  assert.doesNotMatch(html, /graph-only|unnamed|losses\[1\]/);
+});
+
+test("the probe's rows in Chinese", () => {
+  const zh = loadBundle(ROOT, "zh-CN");
+  useBundle("zh-CN", zh);
+  try {
+    const m = buildPanelModel(leaky.memory, leaky.frame, { path: "/w/leaky_losses.py", line: 26 }, null);
+    assert.equal(m.top[2].saved, "由 losses[0..7] 的 8 个计算图保存，来自第 21 行");
+    assert.deepEqual(m.groups.find((g) => g.count > 1)?.tensors.map((t) => t.label), ["losses[0..19]：20 × () float32，每个 512 B", "loss 即 losses[19]"]);
+  } finally {
+    useBundle("en", {});
+  }
+});

@@ -62,8 +62,17 @@ export interface FrameGroup {
   summary: string;
 }
 
+/** A row of the frame table, as the probe grouped them (probe_report._item_rows). */
+export interface FrameRow {
+  at: number; // index into groups
+  count: number; // alike groups in the row (`losses[0..19]`: 20)
+  name: string | null; // the row's name when it is several (`losses[0..19]`)
+  aliases?: [string, string][]; // other names of its items: [["loss", "losses[19]"]]
+}
+
 export interface FrameReport {
   groups: FrameGroup[];
+  rows?: FrameRow[];
   no_storage: { name: string; layout: string; note: string }[];
   tensor_count: number;
   total_bytes: number;
@@ -87,9 +96,18 @@ export interface ProcessReport {
   no_storage_count?: number;
   graph_roots?: number;
   graph_nodes?: number;
-  devices: { device: string | null; storages: number; tensors: number; bytes: number; graph_only_bytes?: number; cuda?: Record<string, unknown> | null }[];
-  top: { storage_key: string; device: string; bytes: number; tensors: number; names: string[]; unnamed: number; used_bytes?: number; saved_by_graph?: boolean }[];
+  devices: { device: string | null; storages: number; tensors: number; bytes: number; graph_only_bytes?: number; graph_saved_bytes?: number; cuda?: Record<string, unknown> | null }[];
+  top: { storage_key: string; device: string; bytes: number; tensors: number; names: string[]; unnamed: number; used_bytes?: number; saved_by_graph?: boolean; graph_root?: string | null; graph_line?: number | null }[];
+  top_rows?: TopRow[];
   findings: Finding[];
+}
+
+/** A row of the largest-storages table, as the probe grouped them (probe_report._top_rows). */
+export interface TopRow {
+  at: number; // index into top
+  count: number; // alike entries in the row
+  graph_root: string | null; // the root of the graph(s) that saved them: `loss`, `losses[0..7]`
+  graphs: number; // how many graphs
 }
 
 /** `stridelens explain --format json`: what the static analysis expects (null: unknown). */

@@ -22,7 +22,7 @@ export function panelStrings() {
     bytes: l10n.t("bytes"),
     storages: l10n.t("storages"),
     tensors: l10n.t("tensors"),
-    graphOnly: l10n.t("graph-only"),
+    graphSaved: l10n.t("graph-saved"),
     selected: l10n.t("Selected tensor"),
     clickTensor: l10n.t("click a tensor below"),
     gradients: l10n.t("Gradients"),
@@ -36,7 +36,6 @@ export function panelStrings() {
     runDiff: l10n.t("Run on and diff"),
     diffHelp: l10n.t("continues the program until this line has been hit N more times, then the storages new and alive, grouped by what keeps them, with growth per step, as {0}"),
     biggest: l10n.t("Biggest storages"),
-    savedByGraph: l10n.t("saved by an autograd graph"),
     frameTensors: l10n.t("This frame's tensors by storage"),
     noFrameTensors: l10n.t("no tensors in this frame"),
     readingGrads: l10n.t("reading gradients…"),
@@ -136,20 +135,21 @@ function render(m) {
     if (f.refs.length) h += '<div class="refs">' + f.refs.map((r) => '<div><a class="src" data-line="' + r.line + '">' + esc(fmt(S.line, r.line)) + '</a> <code>' + esc(r.text) + '</code></div>').join("") + '</div>';
     h += "</div>";
   }
-  h += "<h2>" + esc(S.perDevice) + "</h2><table><tr><th>" + esc(S.device) + "</th><th class=num>" + esc(S.bytes) + "</th><th class=num>" + esc(S.storages) + "</th><th class=num>" + esc(S.tensors) + "</th><th>" + esc(S.graphOnly) + "</th></tr>";
-  for (const d of m.devices) h += "<tr><td>" + esc(d.device) + "</td><td class=num>" + esc(d.human) + "</td><td class=num>" + d.storages + "</td><td class=num>" + d.tensors + "</td><td>" + esc(d.graphOnly || "") + (d.cuda ? " " + esc(JSON.stringify(d.cuda)) : "") + "</td></tr>";
+  h += "<h2>" + esc(S.perDevice) + "</h2><table><tr><th>" + esc(S.device) + "</th><th class=num>" + esc(S.bytes) + "</th><th class=num>" + esc(S.storages) + "</th><th class=num>" + esc(S.tensors) + "</th><th class=num>" + esc(S.graphSaved) + "</th></tr>";
+  for (const d of m.devices) h += "<tr><td>" + esc(d.device) + "</td><td class=num>" + esc(d.human) + "</td><td class=num>" + d.storages + "</td><td class=num>" + d.tensors + "</td><td class=num>" + esc(d.graphSaved || "") + (d.cuda ? " " + esc(JSON.stringify(d.cuda)) : "") + "</td></tr>";
   h += "</table>";
+  if (m.graphNote) h += '<div class="muted graph-note">' + esc(m.graphNote) + "</div>";
   h += '<h2>' + esc(S.selected) + '</h2><div id="detail" class="muted">' + esc(S.clickTensor) + '</div>';
   h += '<h2>' + esc(S.gradients) + '</h2><div id="grads"><button id="read-grads">' + esc(S.readGrads) + '</button> <span class="muted">' + fmt(esc(S.gradsHelp), "<code>inspect --grads</code>") + '</span></div>';
   h += '<h2>' + esc(S.memoryExplained) + '</h2><div id="cuda"><button id="read-cuda">' + esc(S.explainMemory) + '</button> <span class="muted">' + fmt(esc(S.cudaHelp), "<code>inspect --cuda-summary</code>") + '</span></div>';
   h += '<h2>' + esc(S.stepDiff) + '</h2><div id="diff-controls"><label>' + esc(S.steps) + ' <input id="diff-n" type="number" min="1" max="1000" value="3"></label> <button id="run-diff">' + esc(S.runDiff) + '</button> <span class="muted">' + fmt(esc(S.diffHelp), "<code>inspect --diff-steps N</code>") + '</span></div><div id="diff"></div>';
   h += "<h2>" + esc(S.biggest) + "</h2><table><tr><th class=num>" + esc(S.bytes) + "</th><th>" + esc(S.device) + "</th><th>" + esc(S.tensors) + "</th><th></th></tr>";
-  for (const t of m.top.slice(0, 10)) h += "<tr><td class=num>" + esc(t.human) + "</td><td>" + esc(t.device) + "</td><td class=mono>" + esc(t.label) + "</td><td class=muted>" + (t.savedByGraph ? esc(S.savedByGraph) : "") + "</td></tr>";
+  for (const t of m.top.slice(0, 10)) h += '<tr class="top-row"><td class=num>' + esc(t.human) + "</td><td>" + esc(t.device) + "</td><td class=mono>" + esc(t.label) + "</td><td class=muted>" + esc(t.saved) + "</td></tr>";
   h += "</table>";
   h += "<h2>" + esc(S.frameTensors) + "</h2>";
   if (!m.groups.length) h += '<div class="muted">' + esc(S.noFrameTensors) + '</div>';
   for (const g of m.groups) {
-    h += '<div><b>' + esc(g.human) + '</b> ' + esc(g.device) + ' <span class="muted">' + esc(g.summary) + '</span>';
+    h += '<div class="frame-group"><b>' + esc(g.human) + '</b> ' + esc(g.device) + ' <span class="muted">' + esc(g.summary) + '</span>';
     for (const t of g.tensors) h += '<div class="tensor mono" data-name="' + esc(t.name) + '">&nbsp;&nbsp;' + esc(t.label) + '</div>';
     h += "</div>";
   }

@@ -1,7 +1,7 @@
 // The memory panel's data: built from the probe's process and frame reports, rendered by the
 // webview. Pure, unit-tested.
 import * as l10n from "@vscode/l10n";
-import type { Describe, FrameReport, ProcessReport } from "./facts";
+import type { Describe, FrameReport, FrameRow, ProcessReport } from "./facts";
 import { chainLines, humanBytes, tuple } from "./format";
 import { describedLayout } from "./storagePicture";
 
@@ -23,9 +23,13 @@ export interface PanelModel {
   title: string;
   stop: { path: string; line: number; function?: string } | null;
   totals: { tensors: number; storages: number; bytes: number; human: string };
-  devices: { device: string; bytes: number; human: string; storages: number; tensors: number; graphOnly: string | null; cuda: Record<string, unknown> | null }[];
-  groups: { key: string; device: string; bytes: number; human: string; summary: string; tensors: { name: string; label: string }[] }[];
-  top: { key: string; device: string; bytes: number; human: string; label: string; savedByGraph: boolean }[];
+  // graphSaved: what live graphs saved (probe: graph_saved_bytes), tensor objects holding them or not.
+  devices: { device: string; bytes: number; human: string; storages: number; tensors: number; graphSaved: string | null; cuda: Record<string, unknown> | null }[];
+  graphNote: string | null; // what the graph-saved column counts, once
+  // One row per probe row (`rows`): `losses[0..19]` alike are one, count 20.
+  groups: { key: string; device: string; bytes: number; human: string; summary: string; count: number; tensors: { name: string; label: string }[] }[];
+  // One row per probe row (`top_rows`): storages one graph saved alike are one, count 9.
+  top: { key: string; device: string; bytes: number; human: string; count: number; label: string; savedByGraph: boolean; saved: string }[];
   findings: PanelFinding[];
   tensors: string[]; // selectable names (frame locals)
 }
@@ -87,26 +91,48 @@ export function buildPanelModel(
   stop: PanelModel["stop"],
   sourceText: string | null,
 ): PanelModel {
-  const devices = proc.devices.map((d) => ({
-    device: d.device ?? "?",
-    bytes: d.bytes,
-    human: humanBytes(d.bytes),
-    storages: d.storages,
-    tensors: d.tensors,
-    graphOnly: d.graph_only_bytes ? humanBytes(d.graph_only_bytes) : null,
-    cuda: d.cuda ?? null,
-  }));
+  const devices = proc.devices.map((d) => {
+    const saved = d.graph_saved_bytes ?? d.graph_only_bytes ?? 0;
+    return {
+      device: d.device ?? "?",
+      bytes: d.bytes,
+      human: humanBytes(d.bytes),
+      storages: d.storages,
+      tensors: d.tensors,
+      graphSaved: saved ? humanBytes(saved) : null,
+      cuda: d.cuda ?? null,
+    };
+  });
+  const graphOnly = proc.devices.reduce((s, d) => s + (d.graph_only_bytes ?? 0), 0);
+  const graphNote = devices.some((d) => d.graphSaved)
+    ? l10n.t("graph-saved: storages that live autograd graphs keep for backward ({0} of them held by nothing else: no tensor object has them)", humanBytes(graphOnly))
+    : null;
   const bytes = proc.devices.reduce((s, d) => s + d.bytes, 0);
-  const top = proc.top.map((t) => {
+  const topRows = proc.top_rows ?? proc.top.map((_, i) => ({ at: i, count: 1, graph_root: proc.top[i].graph_root ?? null, graphs: proc.top[i].graph_root ? 1 : 0 }));
+  const top = topRows.map((row) => {
+    const t = proc.top[row.at];
     const names = t.names.slice(0, 4).join(", ");
-    const unnamed = t.unnamed ? `${t.names.length ? " + " : ""}${l10n.t("{0} unnamed", t.unnamed)}` : "";
+    const root = row.graph_root ?? t.graph_root ?? null;
+    // As the CLI's reports.held_by: a graph's root names what no tensor object does.
+    const unnamed = t.unnamed && !(t.saved_by_graph && root) ? `${t.names.length ? " + " : ""}${l10n.t("{0} unnamed", t.unnamed)}` : "";
+    let saved = "";
+    if (t.saved_by_graph && root) {
+      const line = t.graph_line ?? null;
+      if (row.graphs > 1) {
+        saved = line ? l10n.t("saved by {0}'s {1} graphs, from line {2}", root, row.graphs, line) : l10n.t("saved by {0}'s {1} graphs", root, row.graphs);
+      } else {
+        saved = line ? l10n.t("saved by {0}'s graph, from line {1}", root, line) : l10n.t("saved by {0}'s graph", root);
+      }
+    } else if (t.saved_by_graph) saved = l10n.t("saved by an autograd graph");
     return {
       key: t.storage_key,
       device: t.device,
       bytes: t.bytes,
-      human: humanBytes(t.bytes),
-      label: `${names}${unnamed}` || l10n.t("unnamed"),
+      human: row.count > 1 ? `${row.count} × ${humanBytes(t.bytes)}` : humanBytes(t.bytes),
+      count: row.count,
+      label: `${names}${unnamed}` || (saved ? "" : l10n.t("unnamed")),
       savedByGraph: !!t.saved_by_graph,
+      saved,
     };
   });
   const findings = proc.findings.map((f) => {
@@ -121,23 +147,47 @@ export function buildPanelModel(
     };
   });
   findings.sort((a, b) => b.bytes - a.bytes);
-  const groups = (frame?.groups ?? []).map((g) => ({
-    key: g.storage_key,
-    device: g.device,
-    bytes: g.storage_bytes,
-    human: humanBytes(g.storage_bytes),
-    summary: g.summary,
-    tensors: g.tensors.map((t) => ({
-      name: t.name,
-      label: `${t.name}: ${tuple(t.shape)} ${t.dtype} ${l10n.t("strides {0}", tuple(t.strides))} ${l10n.t("offset {0}", t.storage_offset ?? "?")}${t.contiguous === false ? ` ${l10n.t("non-contiguous")}` : ""}${t.view_of ? ` ${l10n.t("view of {0}", t.view_of)}` : t.shares_storage_of ? ` ${l10n.t("view, shares the storage of {0}", t.shares_storage_of)}` : ""}`,
-    })),
-  }));
+  const frameGroups = frame?.groups ?? [];
+  const rows: FrameRow[] = frame?.rows ?? frameGroups.map((_, i) => ({ at: i, count: 1, name: null }));
+  const groups = rows.map((row) => {
+    const g = frameGroups[row.at];
+    if (row.count > 1 && row.name) {
+      // `losses[0..19]`: 20 × () float32, 512 B each (selecting it shows the first); another name
+      // of an item (`loss` is `losses[19]`) stays selectable, as the CLI's bullet says it.
+      const t = g.tensors.find((m) => !row.aliases?.some(([name]) => name === m.name)) ?? g.tensors[0];
+      return {
+        key: g.storage_key,
+        device: g.device,
+        bytes: g.storage_bytes * row.count,
+        human: humanBytes(g.storage_bytes * row.count),
+        summary: "",
+        count: row.count,
+        tensors: [
+          { name: t.name, label: l10n.t("{0}: {1} × {2} {3}, {4} each", row.name, row.count, tuple(t.shape), t.dtype, humanBytes(g.storage_bytes)) },
+          ...(row.aliases ?? []).map(([name, item]) => ({ name, label: l10n.t("{0} is {1}", name, item) })),
+        ],
+      };
+    }
+    return {
+      key: g.storage_key,
+      device: g.device,
+      bytes: g.storage_bytes,
+      human: humanBytes(g.storage_bytes),
+      summary: g.summary,
+      count: 1,
+      tensors: g.tensors.map((t) => ({
+        name: t.name,
+        label: `${t.name}: ${tuple(t.shape)} ${t.dtype} ${l10n.t("strides {0}", tuple(t.strides))} ${l10n.t("offset {0}", t.storage_offset ?? "?")}${t.contiguous === false ? ` ${l10n.t("non-contiguous")}` : ""}${t.view_of ? ` ${l10n.t("view of {0}", t.view_of)}` : t.shares_storage_of ? ` ${l10n.t("view, shares the storage of {0}", t.shares_storage_of)}` : ""}`,
+      })),
+    };
+  });
   const tensors = groups.flatMap((g) => g.tensors.map((t) => t.name));
   return {
     title: stop ? `${stop.path.split(/[\\/]/).pop()}:${stop.line}` : l10n.t("stopped process"),
     stop,
     totals: { tensors: proc.tensor_count, storages: proc.storage_count, bytes, human: humanBytes(bytes) },
     devices,
+    graphNote,
     groups,
     top,
     findings,
