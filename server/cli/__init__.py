@@ -16,7 +16,7 @@ def _not_yet(name: str) -> int:
     return 2
 
 
-_COMMANDS = ("explain", "serve", "check", "rule", "inspect")
+_COMMANDS = ("explain", "serve", "check", "rule", "record", "inspect")
 
 
 def _register(commands: argparse._SubParsersAction, name: str) -> None:  # type: ignore[type-arg]
@@ -36,6 +36,10 @@ def _register(commands: argparse._SubParsersAction, name: str) -> None:  # type:
         from stridelens.server.cli import rule_command
 
         rule_command.register(commands)
+    elif name == "record":
+        from stridelens.server.cli import record_command
+
+        record_command.register(commands)
     else:
         from stridelens.inspector import cli as inspect_command
 

@@ -8,9 +8,11 @@ In a notebook a position names its cell, as `check` prints it: `nb.ipynb:cell 4:
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
+import textwrap
 from typing import Any
 
 from stridelens import i18n
@@ -19,8 +21,10 @@ from stridelens.server.analysis import (
     Analysis,
     Explanation,
     SourceError,
+    TensorFact,
     analyze_file,
     analyze_source,
+    recorded,
 )
 from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.storage_picture import render_storage_picture
@@ -208,6 +212,15 @@ def render_text(spec: str, explanation: Explanation) -> str:
     return "\n".join(lines)
 
 
+def _observed(spec: str, explanation: Explanation) -> recorded.Observed | None:
+    """What `stridelens record` saw the name at this position hold after its line."""
+    path = parse_position(spec)[0]
+    node = explanation.node
+    if _CELL.match(path) or not isinstance(node, ast.Name):
+        return None
+    return recorded.observed_at(path, node.lineno, node.id)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         with i18n.english():  # the machine interface: the same answers in every locale
@@ -232,8 +245,17 @@ def _run(args: argparse.Namespace) -> int:
         if explanation is None:
             answers.append(None)
             continue
-        answers.append(explanation.answer())
-        texts.append(render_text(spec, explanation))
+        answer = explanation.answer()
+        observed = _observed(spec, explanation)
+        if observed is not None:
+            # A separate object: the static fields stay what the analysis proved.
+            answer = {**(answer or TensorFact().to_json(explanation.expr)), "observed": observed.to_json()}
+        answers.append(answer)
+        text = render_text(spec, explanation)
+        if observed is not None:
+            text += "\n" + textwrap.fill(recorded.summary(observed), width=80, initial_indent="  ",
+                                         subsequent_indent="    ", break_on_hyphens=False)
+        texts.append(text)
     if getattr(args, "verbose", False):
         for path in sorted({key.split("\0")[0] for key in [*cache, *notebooks]}):
             exact = f"{path}\0exact" in cache or f"{path}\0exact" in notebooks

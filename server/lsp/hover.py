@@ -9,7 +9,7 @@ from collections.abc import Callable
 from lsprotocol import types
 
 from stridelens.i18n import language, ntr, tr
-from stridelens.server.analysis import Analysis, Explanation, TensorFact
+from stridelens.server.analysis import Analysis, Explanation, TensorFact, recorded
 from stridelens.server.analysis.facts import Provenance, format_sizes
 from stridelens.server.analysis.replay import torch_importable
 from stridelens.server.analysis.storage_picture import render_storage_picture
@@ -257,6 +257,28 @@ def _card(
     if explanation is None:
         return None
     tensor_card = render_card(explanation, exact, note_at)
+    observed = observed_lines(analysis, explanation)
+    if observed:
+        expr = explanation.expr if len(explanation.expr) <= 60 else explanation.expr[:57] + "..."
+        head = tensor_card or tr("**`{expr}`** — tensor").format(expr=expr)
+        tensor_card = "\n".join([head, "", *observed])
     if tensor_card is None:
         return None
     return tensor_card, _node_range(analysis, explanation.node, lines, enc)
+
+
+def observed_lines(analysis: Analysis, explanation: Explanation) -> list[str]:
+    """The card's "seen at run time" line from `stridelens record`, and whether it disagrees
+    with the static facts; nothing where no run was recorded for this name at this line."""
+    node = explanation.node
+    if not isinstance(node, ast.Name) or not analysis.path or analysis.path.endswith(".ipynb"):
+        return []
+    observed = recorded.observed_at(analysis.path, node.lineno, node.id, text=analysis.source)
+    if observed is None:
+        return []
+    out = [recorded.summary(observed)]
+    differs = recorded.disagreements(observed, explanation.to_json()) if explanation.fact is not None else []
+    if differs:
+        out.append(tr("**the run disagrees with the static facts** ({fields}): please report it").format(
+            fields=", ".join(differs)))
+    return out
