@@ -665,12 +665,10 @@ class ExpressionsMixin:
     ) -> Value:
         """Each option on the same arguments, the outputs joined. A layer's output only, not
         what a call of it proves of the input (a Linear's dtype): the other option may not."""
-        tensors = [a for a in args if isinstance(a, TensorFact)]
         joined: Value | None = None
         for option in choice.options:
             if isinstance(option, ModuleValue):
-                out = self._module_output(option, args, kwargs, exact, node, scope)
-                out = self._with_layer_dtype(option, tensors[0] if tensors else None, out)
+                out = self.layer_output(option, args, kwargs, exact, node, scope)
             else:
                 out = self.call_value(option, args, kwargs, exact, node, scope)
             joined = out if joined is None else join_values(joined, out, self.symops.canon_layout)

@@ -92,9 +92,16 @@ class ModulesMixin:
     def call_module(
         self: Interpreter, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
     ) -> Value:
+        result = self.layer_output(module, args, kwargs, exact, node, scope)
+        self._inputs_have_weight_dtype(module, node, scope)
+        return result
+
+    def layer_output(
+        self: Interpreter, module: ModuleValue, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
+    ) -> Value:
+        """The layer's output only: nothing of what the call proves about its input."""
         result = self._module_output(module, args, kwargs, exact, node, scope)
         tensors = [a for a in args if isinstance(a, TensorFact)]
-        self._inputs_have_weight_dtype(module, node, scope)
         return self._with_layer_dtype(module, tensors[0] if tensors else None, result)
 
     def _inputs_have_weight_dtype(self: Interpreter, module: ModuleValue, node: ast.Call, scope: Scope) -> None:

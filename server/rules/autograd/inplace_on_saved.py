@@ -28,7 +28,6 @@ from stridelens.server.rules.shared.ast_index import (
     call_name,
     enclosing_scope,
     index_of,
-    inside,
     is_inplace_method,
     walk,
     walk_statements,
@@ -304,15 +303,32 @@ def _training_path(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDe
     seen.add(fn)
     if _forward_of_module(analysis, fn):
         return True
-    index = index_of(analysis)
-    if any(
-        isinstance(call.func, ast.Attribute) and call.func.attr in _BACKWARD_CALLS and inside(index, call, fn)
-        for name in _BACKWARD_CALLS for call in index.by_name.get(name, ())
-    ):
+    if fn in _functions_calling_backward(analysis):
         return True
     sites = callers(analysis, fn)
     outers = [local_mode(analysis, call)[1] for call in sites]
     return bool(sites) and all(outer is not None and _training_path(analysis, outer, seen) for outer in outers)
+
+
+def _functions_calling_backward(analysis: Analysis) -> set[ast.AST]:
+    """The functions (each enclosing one, nested defs included) holding a `backward()` or
+    `autograd.grad(...)` call: from the calls up, once per file, not per statement asked."""
+    index = index_of(analysis)
+    found = getattr(index, "_sl213_backward_functions", None)
+    if isinstance(found, set):
+        return found
+    found = set()
+    for name in _BACKWARD_CALLS:
+        for call in index.by_name.get(name, ()):
+            if not isinstance(call.func, ast.Attribute):
+                continue
+            node = index.parents.get(call)
+            while node is not None:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.add(node)
+                node = index.parents.get(node)
+    index._sl213_backward_functions = found  # type: ignore[attr-defined]
+    return found
 
 
 def _forward_of_module(analysis: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
