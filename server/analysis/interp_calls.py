@@ -102,6 +102,8 @@ class UserCallsMixin:
             scope.env[args.vararg.arg] = UNKNOWN
         if args.kwarg:
             scope.env[args.kwarg.arg] = UNKNOWN
+        if self.default_dtypes:
+            self._bind_dtype_default(fn, scope, parent, cls)
         # The body's names for storages are its own: another function's locals mean nothing
         # here (the module's names do).
         owners = self.storage_owner
@@ -114,6 +116,58 @@ class UserCallsMixin:
         finally:
             self.inference_depth -= inference
             self.storage_owner = owners
+
+    def _bind_dtype_default(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, parent: Scope, cls: ClassInfo | None) -> None:
+        """`def __init__(self, config, dtype=torch.float32)` in a file that never changes a
+        dtype: the own pass takes the default where no call in the file passes `dtype` (minGPT's
+        `EmbeddingStem(config)`), as it takes the parameters to be float32. A caller of another
+        file may pass another dtype, as it may call `.half()`: the analysis assumes neither."""
+        spec = fn.args
+        positional = [*spec.posonlyargs, *spec.args]
+        with_defaults = [
+            *zip(positional[len(positional) - len(spec.defaults) :], spec.defaults, strict=True),
+            *((a, d) for a, d in zip(spec.kwonlyargs, spec.kw_defaults, strict=True) if d is not None),
+        ]
+        for arg, default in with_defaults:
+            if arg.arg != "dtype":
+                continue
+            value = self.eval(default, parent)
+            if not (isinstance(value, TorchRef) and value.path.removeprefix("torch.") in api.DTYPES):
+                return
+            callee = cls.node.name if cls is not None and fn.name == "__init__" else fn.name
+            index = positional.index(arg) - (1 if cls is not None else 0) if arg in positional else None
+            if not self._dtype_never_passed(callee, index):
+                return
+            scope.env[arg.arg] = value
+            return
+
+    def _dtype_never_passed(self: Interpreter, callee: str, index: int | None) -> bool:
+        """No call of `callee` in the file passes its `dtype` (as a keyword, at `index`, or
+        through `*args`/`**kwargs`)."""
+        key = (callee, index)
+        known = self._dtype_passed.get(key)
+        if known is None:
+            known = True
+            nodes = list(ast.walk(self.tree))
+            # A subclass's construction passes its arguments on (`super().__init__(...)` too).
+            callees = {callee, "__init__"} | {
+                c.name for c in nodes if isinstance(c, ast.ClassDef) and any(_call_name(b) == callee for b in c.bases)
+            }
+            for node in nodes:
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                if name not in callees:
+                    continue
+                if any(k.arg in (None, "dtype") for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+                    known = False
+                    break
+                if index is not None and len(node.args) > index:
+                    known = False
+                    break
+            self._dtype_passed[key] = known
+        return known
 
     def _inference_decorated(self: Interpreter, fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope) -> int:
         """1 when a decorator runs the body under `torch.inference_mode()`, else 0."""

@@ -204,8 +204,8 @@ class TorchCallsMixin:
         device: str | None = "cpu"
         if device_value is not None:
             device = str(device_value.value).split(":")[0] if isinstance(device_value, Const) and device_value.value is not None else None
-        if name.endswith("_like") and args and isinstance(args[0], TensorFact) and device_value is None:
-            device = args[0].device
+        if name.endswith("_like") and device_value is None:
+            device = args[0].device if args and isinstance(args[0], TensorFact) else None  # the input's
         requires_grad = kwargs.get("requires_grad")
         # A new tensor from a factory is contiguous whatever its sizes (`*_like` keeps its
         # input's layout, `empty_strided` takes any, `as_tensor` may return its input).
@@ -293,9 +293,11 @@ class TorchCallsMixin:
     ) -> Value:
         tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
         seqs = [a for a in args if isinstance(a, (SeqValue, ListOf))]
+        unknown = any(self._may_be_a_tensor(a) for a in [*args, *kwargs.values()])
         for seq in seqs:
             items = seq.items if isinstance(seq, SeqValue) else (seq.item,)
             tensors.extend(i for i in items if isinstance(i, TensorFact))
+            unknown = unknown or any(self._may_be_a_tensor(i) for i in items)
         if not tensors and not (leaf == "einsum" and not functional):
             return UNKNOWN  # (einsum makes tensors of the parameters it is given)
         try:
@@ -313,11 +315,11 @@ class TorchCallsMixin:
         except rp.CannotReplay:
             self._current_node, self._current_scope = node, scope
             symbolic = self.symops.function(leaf, args, kwargs, scope, functional)
-            result = symbolic if symbolic is not None else self._symbolic_new(tensors, scope, leaf)
+            result = symbolic if symbolic is not None else self._symbolic_new(tensors, scope, leaf, unknown)
             return self._with_op_dtype(result, leaf, [*args, *_operand_kwargs(kwargs)])
         except Exception as err:  # noqa: BLE001
             self._event("replay-error", node, f"{path}: {_first_line(err)}")
-            return self._with_op_dtype(self._symbolic_new(tensors, scope, leaf), leaf, [*args, *_operand_kwargs(kwargs)])
+            return self._with_op_dtype(self._symbolic_new(tensors, scope, leaf, unknown), leaf, [*args, *_operand_kwargs(kwargs)])
         return self._from_output(out, tensors[0], node, f"{leaf}()")
 
     def _maybe_tensors(self: Interpreter, operands: list[Value]) -> bool:
@@ -752,7 +754,17 @@ class TorchCallsMixin:
             return with_fields(base, dtype=args[0].dtype)
         if name.endswith("_"):
             return tensor
-        return self._symbolic_new([tensor, *[a for a in args if isinstance(a, TensorFact)]], scope, name)
+        operands = [*args, *kwargs.values()]
+        # `a.mul(w)` of a parameter `w`: an operand that may be a tensor may require grad (or
+        # lay the result out by its own strides), so neither is stated.
+        unknown = any(self._may_be_a_tensor(v) for v in operands)
+        return self._symbolic_new([tensor, *[a for a in operands if isinstance(a, TensorFact)]], scope, name, unknown_operands=unknown)
+
+    def _may_be_a_tensor(self: Interpreter, value: Value) -> bool:
+        """A value the analysis cannot tell from a tensor (a parameter of no known scalar type)."""
+        if isinstance(value, Opaque):
+            return self.symops.scalar_type(value) is None
+        return value is UNKNOWN or (isinstance(value, SizeValue) and not value.certain)
 
     def _flattened_rank(self: Interpreter, tensor: TensorFact, args: list[Value], kwargs: dict[str, Value]) -> Any:
         """`x.flatten(1)` of a tensor of unknown rank: `start_dim + 1` dims (a lower rank

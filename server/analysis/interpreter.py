@@ -85,7 +85,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self.inference_depth = 0
         # Parameters are float32 (torch's default) where the file never changes a dtype: no
         # half/bfloat16/float64/double, autocast or set_default_dtype anywhere in it.
-        self.default_dtypes = source is not None and not (any(w in source for w in _DTYPE_WORDS) and _DTYPE_CHANGE.search(source))
+        self.default_dtypes = source is not None and not _changes_a_dtype(source)
         self.grad_condition: str | None = None  # set once the module's names are known (run)
         self._freezes = source is None or ("requires_grad" in source and _FREEZES.search(source) is not None)
         # Whether an inference_mode region of this file calls the file's own code (llama2.c's
@@ -136,6 +136,7 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self._own_root: ast.AST | None = None
         self._dtype_by_root: dict[ast.AST, dict[ast.AST | None, Any]] = {}
         self._followed_recording: set[ast.AST] = set()
+        self._dtype_passed: dict[tuple[str, int | None], bool] = {}  # (callee, index): see interp_calls
         # > 0 inside a body followed from a demo (both runs): its own calls are followed as usual.
         self.demo_followed = 0
         # Module-level classes' __init__, run where the class is defined: run again once the
@@ -374,6 +375,18 @@ _DTYPE_CHANGE = re.compile(
 # Parameters frozen somewhere: `p.requires_grad = False`, `requires_grad_(False)`, `requires_grad=False`.
 _FREEZES = re.compile(r"\.requires_grad\s*=(?!=)(?!\s*True\b)|requires_grad_\((?!\s*(?:True\b|\)))|requires_grad\s*=\s*False")
 _DTYPE_WORDS = ("half", "float16", "float64", "double", "autocast", "amp.", "set_default_")
+# `@autocast("cuda", enabled=False)` (rotary-embedding-torch) turns autocast off: the region's
+# ops keep their operands' dtypes, which is what the analysis assumes anyway.
+_AUTOCAST_OFF = re.compile(r"\bautocast\s*\([^()]*\benabled\s*=\s*False\b[^()]*\)")
+
+
+def _changes_a_dtype(source: str) -> bool:
+    """Whether the text may change a dtype (see _DTYPE_CHANGE)."""
+    if not any(w in source for w in _DTYPE_WORDS):
+        return False
+    if "enabled" in source:
+        source = _AUTOCAST_OFF.sub("", source)
+    return _DTYPE_CHANGE.search(source) is not None
 
 
 def _inference_calls_own_code(tree: ast.Module) -> bool:

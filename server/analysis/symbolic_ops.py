@@ -54,7 +54,9 @@ UNARY_SAME_SHAPE = frozenset(
         "bfloat16", "byte", "char", "type_as", "masked_fill", "pow", "mul", "div", "add", "sub",
         "tril", "triu", "lerp", "softmax", "log_softmax", "softmin", "normalize", "layer_norm",
         "rms_norm", "group_norm", "batch_norm", "instance_norm", "cumsum", "cumprod", "flip",
-        "roll", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "where",
+        "roll", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "where", "tan", "asin",
+        "acos", "atan", "sinh", "cosh", "log2", "log10", "exp2", "frac", "erfc", "erfinv", "sgn",
+        "isfinite", "signbit",
     }
 )  # fmt: skip
 
@@ -407,7 +409,7 @@ class SymbolicOps(ModuleOutputs):
             if any(isinstance(a, (Opaque, SizeValue)) and not self.is_number(a) for a in args):
                 return None  # an operand that may be a tensor of another shape
             dtype: str | bool | None = True
-            if name in ("eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_not"):
+            if name in ("eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_not", "isfinite", "signbit"):
                 dtype = "bool"
             return self.same_layout_op(tensor, scope, dtype=dtype)
         return None

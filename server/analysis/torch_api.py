@@ -81,6 +81,21 @@ TENSOR_METHODS = frozenset(
         "requires_grad_", "lerp", "lerp_", "erf", "real", "imag", "type", "nan_to_num",
         "float_power", "floor_divide", "remainder", "fmod", "logical_not", "logical_and",
         "logical_or", "kthvalue", "median", "mode",
+        # Elementwise math whose dtype rule is in dtypes.py (shape: symbolic_ops).
+        "tan", "asin", "acos", "atan", "sinh", "cosh", "sin", "cos", "log2", "log10", "log1p",
+        "expm1", "exp2", "trunc", "frac", "erfc", "erfinv", "sgn", "isfinite", "signbit",
+        "clamp_min", "clamp_max", "maximum", "minimum", "fmax", "fmin", "atan2", "hypot",
+        "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "argsort",
+        "addcmul", "addcdiv", "isclose",
+        # In place: the receiver itself, its dtype unchanged.
+        "sign_", "sin_", "cos_", "log_", "log1p_", "log2_", "floor_", "ceil_", "round_",
+        "trunc_", "frac_", "reciprocal_", "clamp_min_", "clamp_max_", "clip_", "erf_",
+        "square_", "rsqrt_", "sgn_", "index_add_", "index_fill_", "index_copy_", "index_put_",
+        "scatter_", "scatter_add_", "scatter_reduce_", "masked_scatter_", "bernoulli_",
+        "exponential_", "random_", "geometric_", "log_normal_", "cauchy_", "fmod_",
+        "remainder_", "logical_not_", "nan_to_num_", "floor_divide_", "atan2_", "hypot_",
+        "bitwise_and_", "bitwise_or_", "bitwise_xor_", "bitwise_not_", "logical_and_",
+        "logical_or_", "logical_xor_", "tril_", "triu_", "addmm_", "baddbmm_", "renorm_",
     }
 )  # fmt: skip
 
