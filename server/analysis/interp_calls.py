@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stridelens.server.analysis import torch_api as api
@@ -18,6 +19,7 @@ from stridelens.server.analysis.interp_support import (
     MAX_CALL_DEPTH,
     Scope,
     _call_name,
+    under_a_condition,
 )
 from stridelens.server.analysis.layer_ranks import ranks_from_layers
 from stridelens.server.analysis.values import (
@@ -209,9 +211,14 @@ class UserCallsMixin:
         has_params = bool(fn.args.args or fn.args.posonlyargs or fn.args.kwonlyargs or fn.args.vararg)
         given = [*args, *kwargs.values()]
         known = any(isinstance(a, TensorFact) and (a.meta is not None or a.sym is not None) for a in given)
-        # A module's forward is followed whenever it is given a tensor: even without sizes, its
-        # body's dtypes and grad facts depend on the caller's.
-        followed = instance is not None and fn.name == "forward" and any(isinstance(a, TensorFact) for a in given)
+        # A module's forward (or another method: mamba's `self.ssm(x)`) is followed whenever it
+        # is given a tensor: even without sizes, its body's dtypes and grad facts depend on the
+        # caller's. (A method given sizes is followed below, as any function is.)
+        followed = (
+            instance is not None
+            and (fn.name == "forward" or (not known and fn.name != "__init__" and not fn.decorator_list))
+            and any(isinstance(a, TensorFact) for a in given)
+        )
         if followed and not scope.grad_enabled and self.demo_depth > 0:
             # A forward called under no_grad from a function (`generate`): its grad facts are
             # the own pass's, stated when autograd is on. What this call records only takes
@@ -357,19 +364,75 @@ class UserCallsMixin:
         self._returns.append([])
         inference = self._inference_decorated(fn, root)
         self.inference_depth += inference
+        frame = _ArgumentProofs(fn, {id(v): p.arg for p in [*params, *spec.kwonlyargs] if isinstance(v := inner.env.get(p.arg), TensorFact) and v.dtype is None})
+        self._argument_proofs.append(frame)
         try:
-            self.exec_block(fn.body, inner)
+            for stmt in fn.body:
+                frame.statement = stmt
+                self.exec_block([stmt], inner)
+                if not isinstance(stmt, _SIMPLE_STATEMENTS) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+                    frame.returned = True  # a path may have left before what follows
         finally:
             self.inference_depth -= inference
             self._call_stack.pop()
             returned = self._returns.pop()
             self.storage_owner = owners
+            self._argument_proofs.pop()
+        if frame.proven:
+            self._dtypes_the_call_proves(fn, instance, frame.proven, args, site, scope)
         if not returned:
             return Const(None)
         result = returned[0]
         for other in returned[1:]:
             result = join_values(result, other, self.symops.canon_layout)
         return _unnamed(result)
+
+    def prove_dtype(self: Interpreter, name: str, value: TensorFact, dtype: str, node: ast.AST, scope: Scope) -> None:
+        """`name` (bound to `value`) has `dtype` in every run past `node` (a Linear/Conv call
+        raises on another). Rebound here; and when it is the followed function's parameter,
+        unchanged, at a statement of its body every path runs, the caller's argument has it too."""
+        self._rebind_in_place(name, with_fields(value, dtype=dtype), scope)
+        frame = self._argument_proofs[-1] if self._argument_proofs else None
+        if frame is None or not self._call_stack or self._call_stack[-1] is not frame.fn or frame.returned:
+            return
+        param = frame.entry.get(id(value))
+        statement = frame.statement
+        if param is None or not isinstance(statement, _SIMPLE_STATEMENTS) or under_a_condition(statement, node):
+            return
+        frame.proven[param] = dtype
+
+    def _dtypes_the_call_proves(
+        self: Interpreter,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        instance: InstanceValue | None,
+        proven: dict[str, str],
+        args: list[Value],
+        site: ast.AST,
+        scope: Scope,
+    ) -> None:
+        """After `attn(x)` whose body passes `x` to a Linear first: `x` is float32 here too."""
+        if not isinstance(site, ast.Call):
+            return
+        params = [p.arg for p in _positional_after_self(fn, instance)]
+        exprs: dict[str, ast.expr] = {}
+        for i, expr in enumerate(site.args):
+            if isinstance(expr, ast.Starred):
+                return  # which parameter each argument is: not told
+            if i < len(params):
+                exprs[params[i]] = expr
+        exprs.update({k.arg: k.value for k in site.keywords if k.arg is not None})
+        for param, dtype in proven.items():
+            given = exprs.get(param)
+            if given is None:
+                continue
+            expr = self._through_dtype_keepers(given)
+            if not isinstance(expr, ast.Name):
+                continue
+            value = scope.lookup(expr.id)
+            if isinstance(value, Opaque) and len(value.path) == 1:
+                value = self.opaque_tensor(value)  # the caller's own parameter, as a layer takes it
+            if isinstance(value, TensorFact) and value.dtype is None and value.meta is None:
+                self.prove_dtype(expr.id, value, dtype, site, scope)
 
     def _note_scalar(self: Interpreter, param: ast.arg, value: Value) -> Value:
         """The argument as the callee sees it: an unknown value passed where the callee's
@@ -449,6 +512,19 @@ class UserCallsMixin:
         )
 
 
+@dataclass
+class _ArgumentProofs:
+    """What a followed call's body proves of its parameters' dtypes (`prove_dtype`)."""
+
+    fn: ast.FunctionDef | ast.AsyncFunctionDef
+    entry: dict[int, str]  # id of each parameter's value at entry -> its name
+    proven: dict[str, str] = field(default_factory=dict)
+    statement: ast.stmt | None = None  # the body's statement being run
+    returned: bool = False  # an earlier statement holds a `return`
+
+
+# Statements with no block: every path through the body that reaches one runs all of it.
+_SIMPLE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
 # A torch factory, or a class built (a layer: `PreNorm(dim, Attention(dim))`).
 _FACTORY_CALL = re.compile(r"\b(?:arange|zeros|ones|empty|randn|rand|full|linspace|logspace|eye|tensor|randint|[A-Z]\w*)\(")
 

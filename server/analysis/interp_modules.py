@@ -23,6 +23,7 @@ from stridelens.server.analysis.interp_support import (
     _access_path,
     _first_line,
     _is_torch_constant,
+    under_a_condition,
 )
 from stridelens.server.analysis.values import (
     UNKNOWN,
@@ -108,9 +109,10 @@ class ModulesMixin:
         """Past `self.proj(x)`, x has the weight's dtype: Linear, Conv and attention raise on an
         input of another dtype (outside autocast, which a file that never changes dtypes does
         not enter). The name is rebound with it, so `x + self.proj(x)` knows both sides."""
-        dtype = _output_dtype(module, None) if module.name in _SAME_DTYPE_INPUT and self.default_dtypes else None
-        if dtype is None:
-            return
+        first = _first_dtype_checking_layer(module)
+        dtype = _output_dtype(first, None) if first is not None and self.default_dtypes else None
+        if dtype is None or (self.statement is not None and under_a_condition(self.statement, node)):
+            return  # (`self.proj(x) if use else x`: the other branch reads x unproven)
         inputs = [*node.args[: 3 if module.name == "MultiheadAttention" else 1], *(k.value for k in node.keywords if k.arg in ("query", "key", "value", "input"))]
         for expr in inputs:
             expr = self._through_dtype_keepers(expr)
@@ -122,7 +124,7 @@ class ModulesMixin:
             elif value is not None and _maybe_anything(value):
                 value = TensorFact(storage_key=self.fresh_storage())  # (`q = x + pos` of parameters)
             if isinstance(value, TensorFact) and value.dtype is None and value.meta is None:
-                self._rebind_in_place(expr.id, with_fields(value, dtype=dtype), scope)
+                self.prove_dtype(expr.id, value, dtype, node, scope)
 
     def _through_dtype_keepers(self: Interpreter, expr: ast.expr) -> ast.expr:
         """The tensor under calls that return their input's dtype or raise (`F.relu(self.bn1(x))`
@@ -275,6 +277,19 @@ def _maybe_anything(value: Value) -> bool:
     """A value the analysis cannot tell from a tensor: unknown, opaque, or arithmetic on
     parameters that might be sizes (`x + pos`)."""
     return value is UNKNOWN or isinstance(value, Opaque) or (isinstance(value, SizeValue) and not value.certain)
+
+
+def _first_dtype_checking_layer(module: ModuleValue) -> ModuleValue | None:
+    """The layer that checks the input's dtype against its weight's: the module itself, or a
+    `Sequential`'s first layer past those that keep the dtype (`Sequential(Dropout, Linear)`)."""
+    while module.name == "Sequential" and not module.repeated and module.args:
+        layers = list(module.args)
+        while layers and isinstance(layers[0], ModuleValue) and layers[0].name in _DTYPE_KEEPING_LAYERS:
+            layers.pop(0)
+        if not layers or not isinstance(layers[0], ModuleValue):
+            return None
+        module = layers[0]
+    return module if module.name in _SAME_DTYPE_INPUT else None
 
 
 def _fresh_output(module: ModuleValue) -> bool:

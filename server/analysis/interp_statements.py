@@ -37,11 +37,14 @@ if TYPE_CHECKING:
 
 
 class StatementsMixin:
+    statement: ast.stmt | None  # the innermost statement running
+
     # -------------------------------------------------------------- statements
     def exec_block(self: Interpreter, body: list[ast.stmt], scope: Scope) -> None:
         for stmt in body:
             self._tick()
             self.grad_enabled[stmt] = scope.grad_enabled
+            self.statement = stmt  # the innermost statement running (a block's last one after it)
             self.exec_stmt(stmt, scope)
 
     def exec_stmt(self: Interpreter, stmt: ast.stmt, scope: Scope) -> None:

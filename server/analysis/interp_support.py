@@ -197,3 +197,13 @@ def _first_line(err: BaseException) -> str:
 def format_bytes(n: int | None) -> str:
     return "an unknown number of bytes" if n is None else human_bytes(n)
 
+
+_CONDITIONAL_EXPRESSIONS = (ast.IfExp, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def under_a_condition(statement: ast.stmt, node: ast.AST) -> bool:
+    """Whether `node` may not run when `statement` does (`a if c else self.proj(x)`)."""
+    for sub in ast.walk(statement):
+        if isinstance(sub, _CONDITIONAL_EXPRESSIONS) and any(n is node for n in ast.walk(sub)):
+            return True
+    return False

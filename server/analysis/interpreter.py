@@ -137,6 +137,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self._dtype_by_root: dict[ast.AST, dict[ast.AST | None, Any]] = {}
         self._followed_recording: set[ast.AST] = set()
         self._dtype_passed: dict[tuple[str, int | None], bool] = {}  # (callee, index): see interp_calls
+        self.statement: ast.stmt | None = None  # set by exec_block
+        self._argument_proofs: list[Any] = []  # one per followed call (interp_calls._ArgumentProofs)
         # > 0 inside a body followed from a demo (both runs): its own calls are followed as usual.
         self.demo_followed = 0
         # Module-level classes' __init__, run where the class is defined: run again once the
