@@ -345,9 +345,11 @@ class ExpressionsMixin:
         if isinstance(base, SeqValue) and isinstance(index, Const) and isinstance(index.value, slice):
             return SeqValue(base.items[index.value], base.kind)  # `x.shape[:-1]`
         if isinstance(base, ListOf) and (
-            (isinstance(index, Const) and isinstance(index.value, int)) or isinstance(index, (SizeValue, Opaque))
+            (isinstance(index, Const) and isinstance(index.value, int))
+            or isinstance(index, (SizeValue, Opaque, Number))
+            or (index is UNKNOWN and not isinstance(node.slice, (ast.Slice, ast.Tuple)))
         ):
-            return base.item
+            return base.item  # (`self.stages[i]` of a loop's `i`: any item is like the others)
         if isinstance(base, SeqValue) and base.kind == "list" and isinstance(index, (SizeValue, Opaque)) and base.items:
             # `self.blocks[i]` of a ModuleList: whichever item it is, what they all share.
             return self._element_of(base)

@@ -247,8 +247,10 @@ class ModulesMixin:
                     continue
                 out = self.symops.module(child, [value], {}, scope, None)
                 if out is None:
-                    return None
-                value = self._with_layer_dtype(child, value, out)
+                    # Sizes not followed (an input of unknown rank): the layer's output as a
+                    # call of it alone gives it, so the file's own layers after it are followed.
+                    out = self._module_output(child, [value], {}, True, node, scope)
+                value = self._with_layer_dtype(child, value, out)  # type: ignore[arg-type]
             return value
         return self.symops.module(module, args, kwargs, scope, _access_path(node.func))
 

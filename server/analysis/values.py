@@ -252,7 +252,27 @@ def join_values(a: Value, b: Value, canon: Callable[[Layout], Layout] | None = N
             return a
     except Exception:  # noqa: BLE001 - odd constants compare badly
         pass
-    return UNKNOWN
+    choice = module_choice(a, b)
+    return UNKNOWN if choice is None else choice
+
+
+MAX_MODULE_OPTIONS = 8
+
+
+def module_choice(a: Value, b: Value) -> ModuleChoice | None:
+    """One of the layers of `a` and `b` (each a layer, an instance of the file's own nn.Module,
+    or a choice already): ConvNeXt's `downsample_layers`, a stem then three other Sequentials.
+    None when either is something else, or past MAX_MODULE_OPTIONS."""
+    options: list[ModuleValue | InstanceValue] = []
+    for value in (a, b):
+        if isinstance(value, ModuleChoice):
+            items: tuple[Any, ...] = value.options
+        elif isinstance(value, ModuleValue) or (isinstance(value, InstanceValue) and value.cls.is_module):
+            items = (value,)
+        else:
+            return None
+        options.extend(o for o in items if not any(o is seen for seen in options))
+    return ModuleChoice(tuple(options)) if len(options) <= MAX_MODULE_OPTIONS else None
 
 
 def grown_list(v: Value) -> bool:
