@@ -94,7 +94,8 @@ def register(commands: Any) -> None:
     add_snapshot_arguments(p)
     step_diff.add_arguments(p)
     cuda_report.add_arguments(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help=tr("text for people (fits the terminal); json for tools (always in English)"))
     p.add_argument("--wide", action="store_true",
                    help=tr("text: every column, no wrapping (reports fit COLUMNS, the terminal's width, or 80 "
                         "columns by default, leaving out the least essential columns and saying which)"))

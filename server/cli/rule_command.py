@@ -18,7 +18,8 @@ def register(commands: Any) -> None:
     )
     sub.add_argument("code", nargs="?", help=tr("a rule code (SL101) or name (view-noncontiguous)"))
     sub.add_argument("--all", action="store_true", help=tr("list every rule"))
-    sub.add_argument("--format", choices=("text", "json"), default="text")
+    sub.add_argument("--format", choices=("text", "json"), default="text", help=tr(
+        "text for people; json for tools (the rule's fields, always in English)"))
     sub.set_defaults(handler=run)
 
 
