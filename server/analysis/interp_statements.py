@@ -25,6 +25,7 @@ from stridelens.server.analysis.values import (
     InstanceValue,
     ListOf,
     ModuleValue,
+    Opaque,
     SeqValue,
     TorchRef,
     Value,
@@ -64,6 +65,8 @@ class StatementsMixin:
         target = stmt.targets[0]
         if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in target.elts):
             self._rank_from_unpacking(stmt.value, len(target.elts), scope)
+        elif len(stmt.targets) == 1 and isinstance(target, (ast.Tuple, ast.List)) and self._sizes_around_a_star(target, stmt.value, scope):
+            return
         value = self.eval(stmt.value, scope)
         for target in stmt.targets:
             self.bind(target, value, scope)
@@ -76,6 +79,30 @@ class StatementsMixin:
         fact = scope.lookup(subject)
         if isinstance(fact, TensorFact) and fact.shape is None and fact.sym is None and fact.meta is None:
             self._rebind_in_place(subject, self.with_rank(fact, rank, subject), scope)
+
+    def _sizes_around_a_star(self: Interpreter, target: ast.Tuple | ast.List, value: ast.expr, scope: Scope) -> bool:
+        """`b, c, *spatial = x.shape` of a tensor of unknown rank: `b` and `c` are its first
+        two sizes, named `x.shape[0]` and `x.shape[1]` (a size after the star counts from the
+        end); `spatial` is a list of sizes. So `x.reshape(b, c, -1)` has a shape."""
+        subject = shape_subject(value)
+        stars = [i for i, e in enumerate(target.elts) if isinstance(e, ast.Starred)]
+        if subject is None or len(stars) != 1:
+            return False
+        fact = scope.lookup(subject)
+        if isinstance(fact, Opaque) and len(fact.path) == 1:
+            fact = self.opaque_tensor(fact)
+            self._rebind_in_place(subject, fact, scope)
+        if not (isinstance(fact, TensorFact) and fact.shape is None and fact.sym is None and fact.meta is None):
+            return False
+        self.eval(value, scope)
+        star = stars[0]
+        for i, element in enumerate(target.elts):
+            if isinstance(element, ast.Starred):
+                self.bind(element.value, UNKNOWN, scope)
+                continue
+            index = i if i < star else i - len(target.elts)
+            self.bind(element, self.dim_of_unknown_rank(fact, Const(index), value), scope)
+        return True
 
     def _rebind_in_place(self: Interpreter, name: str, value: Value, scope: Scope) -> None:
         holder: Scope | None = scope
