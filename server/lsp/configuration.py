@@ -10,6 +10,9 @@ Keys (the same in initializationOptions and in the `stridelens` configuration se
     ignore        list of rule codes / prefixes to skip           default []
     severity      {"SL103": "warning", ...} overrides             default {}
     inlayHints    "off" | "shapes" | "strides" (shapes+strides)   default "shapes"
+    recordedHints bool: where no shape is known statically, a hint shows the shape
+                  `stridelens record` saw at run time, marked "(run)"; never for facts
+                  recorded on another version of the file              default false
     replay        bool: exact facts from meta replay (imports torch)  default true
     debounceMs    int, 0..5000: wait after a change before analysing  default 50
     locale        "en" | "zh-CN" | "auto" (or ""): messages' language   default "auto":
@@ -39,6 +42,7 @@ class Settings:
     ignore: tuple[str, ...] = ()
     severity: Mapping[str, Severity] = field(default_factory=dict)
     inlay_hints: str = "shapes"
+    recorded_hints: bool = False
     replay: bool = True
     debounce_ms: int = 50
     no_grad_functions: tuple[str, ...] = ()  # from pyproject only
@@ -117,6 +121,11 @@ def merge_settings(base: Settings, raw: Any, source: str) -> tuple[Settings, lis
                 problems.append(tr("`inlayHints` must be one of off, shapes, strides; got {value!r}").format(value=value))
                 continue
             out = replace(out, inlay_hints=str(mode))
+        elif key in ("recordedHints", "recorded_hints"):
+            if not isinstance(value, bool):
+                problems.append(tr("`recordedHints` must be true or false, got {value!r}").format(value=value))
+                continue
+            out = replace(out, recorded_hints=value)
         elif key == "replay":
             if not isinstance(value, bool):
                 problems.append(tr("`replay` must be true or false, got {value!r}").format(value=value))

@@ -1,16 +1,18 @@
 """textDocument/inlayHint: the inferred shape after assignments of tensors, with a mark for
 views and non-contiguous layouts; strides too in "strides" mode; nothing where nothing is
-known."""
+known. With `recordedHints`, where nothing is known statically, the shape the last
+`stridelens record` saw, marked "(run)" (never from a run of another version of the file)."""
 
 from __future__ import annotations
 
 import ast
+import hashlib
 from collections.abc import Iterator
 
 from lsprotocol import types
 
 from stridelens.i18n import tr
-from stridelens.server.analysis import Analysis, TensorFact
+from stridelens.server.analysis import Analysis, TensorFact, recorded
 from stridelens.server.analysis.facts import format_sizes
 from stridelens.server.analysis.values import SeqValue
 from stridelens.server.lsp.documents import Encoding
@@ -54,35 +56,76 @@ def _targets(analysis: Analysis, stmt: ast.stmt) -> Iterator[tuple[ast.Name, Ten
                     yield elt, item
 
 
+def _recorded_label(analysis: Analysis, name: ast.Name) -> tuple[str, str] | None:
+    """": (32, 3..7, 768) (run)" and the hover's "seen at run time" line, from a recording of
+    this very text; None without one."""
+    observed = recorded.observed_at(analysis.path, name.lineno, name.id, text=analysis.source)
+    if observed is None or observed.stale:
+        return None
+    shape = observed.shape()
+    if shape is None:
+        return None
+    sizes = [str(s) if not isinstance(s, dict) else f"{s['min']}..{s['max']}" for s in shape]
+    return ": (" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ") " + tr("(run)"), recorded.summary(observed)
+
+
+def _assigned_names(stmt: ast.Assign) -> Iterator[ast.Name]:
+    for target in stmt.targets:
+        if isinstance(target, ast.Name):
+            yield target
+        elif isinstance(target, ast.Tuple | ast.List):
+            yield from (e for e in target.elts if isinstance(e, ast.Name))
+
+
 def inlay_hints(
-    analysis: Analysis, lines: list[str], enc: Encoding, rng: types.Range, mode: str
+    analysis: Analysis, lines: list[str], enc: Encoding, rng: types.Range, mode: str, *, show_recorded: bool = False
 ) -> list[types.InlayHint]:
     if mode == "off":
         return []
+    # Only a file someone recorded pays for the lookups (the facts file is read once).
+    show_recorded = show_recorded and bool(analysis.path) and not analysis.path.endswith(".ipynb") and _has_recording(analysis)
     first, last = rng.start.line + 1, rng.end.line + 1
     hints: list[types.InlayHint] = []
+
+    def add(name: ast.Name, text: str, tooltip: str | None) -> None:
+        line_text = lines[name.lineno - 1] if name.lineno <= len(lines) else ""
+        char = analysis.char_col(name.lineno, name.end_col_offset or 0)
+        hints.append(
+            types.InlayHint(
+                position=types.Position(line=name.lineno - 1, character=enc.from_char(line_text, char)),
+                label=text,
+                kind=types.InlayHintKind.Type,
+                padding_left=False,
+                tooltip=tooltip,
+            )
+        )
+
     for stmt in ast.walk(analysis.tree):
         if not isinstance(stmt, ast.Assign | ast.AnnAssign):
             continue
         if stmt.lineno > last or (stmt.end_lineno or stmt.lineno) < first:
             continue
+        if isinstance(stmt, ast.AnnAssign):
+            continue  # the user wrote a type already
+        hinted: set[int] = set()
         for name, fact in _targets(analysis, stmt):
             text = label(fact, mode)
             if text is None or not first <= name.lineno <= last:
                 continue
-            if isinstance(stmt, ast.AnnAssign):
-                continue  # the user wrote a type already
-            line_text = lines[name.lineno - 1] if name.lineno <= len(lines) else ""
-            char = analysis.char_col(name.lineno, name.end_col_offset or 0)
-            tooltip = "\n".join(fact.notes()) or None
-            hints.append(
-                types.InlayHint(
-                    position=types.Position(line=name.lineno - 1, character=enc.from_char(line_text, char)),
-                    label=text,
-                    kind=types.InlayHintKind.Type,
-                    padding_left=False,
-                    tooltip=tooltip,
-                )
-            )
+            hinted.add(id(name))
+            add(name, text, "\n".join(fact.notes()) or None)
+        if not show_recorded:
+            continue
+        for name in _assigned_names(stmt):
+            if id(name) in hinted or not first <= name.lineno <= last:
+                continue
+            seen = _recorded_label(analysis, name)
+            if seen is not None:
+                add(name, *seen)
     hints.sort(key=lambda h: (h.position.line, h.position.character))
     return hints
+
+
+def _has_recording(analysis: Analysis) -> bool:
+    doc = recorded.recorded_doc(analysis.path)
+    return doc is not None and doc.get("sha256") == hashlib.sha256(analysis.source.encode("utf-8")).hexdigest()

@@ -190,7 +190,9 @@ def build_server() -> StridelensServer:
             return []
         lines, snap = found
         if cell is None:
-            return inlay_hints.inlay_hints(snap.analysis, lines, ls.encoding, params.range, ls.settings.inlay_hints)
+            return inlay_hints.inlay_hints(
+                snap.analysis, lines, ls.encoding, params.range, ls.settings.inlay_hints, show_recorded=ls.settings.recorded_hints
+            )
         wanted = notebooks.shift_range(params.range, cell.first)
         hints = inlay_hints.inlay_hints(snap.analysis, lines, ls.encoding, wanted, ls.settings.inlay_hints)
         return notebooks.hints_into_cell(hints, cell)

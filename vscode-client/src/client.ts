@@ -11,7 +11,7 @@ import { describeStatus, Phase } from "./status";
 
 /** The `stridelens` settings the server reads (server/lsp/configuration.py). */
 /** (`locale`: "auto" lets the server follow initialize's `locale`, VS Code's display language.) */
-export const SERVER_KEYS = ["select", "ignore", "severity", "inlayHints", "replay", "debounceMs", "locale"] as const;
+export const SERVER_KEYS = ["select", "ignore", "severity", "inlayHints", "recordedHints", "replay", "debounceMs", "locale"] as const;
 
 export function serverSettings(resource?: vscode.Uri): Record<string, unknown> {
   const cfg = vscode.workspace.getConfiguration("stridelens", resource);
