@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stridelens-installed
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint docs venv clean
 
 venv: $(STAMP)
 
@@ -38,5 +38,10 @@ lint: $(STAMP)
 		../../../server ../../../inspector $(MYPY_TREE)/
 	MYPYPATH=build/mypy-path $(VENV)/bin/mypy -p stridelens
 
+# The documentation site from docs/ (mkdocs.yml): warnings are errors. The CLI reference and the
+# rule pages are generated while it builds (docs/hooks.py). Output: site/ (git-ignored).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

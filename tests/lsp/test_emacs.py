@@ -1,5 +1,5 @@
 """A third, independent client: Emacs with eglot, in batch mode, runs a scripted session
-(emacs_session.el) against `stridelens serve`, set up by the README's own elisp block."""
+(emacs_session.el) against `stridelens serve`, set up by the docs' own elisp block (docs/editors.md)."""
 
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ pytestmark = [
 
 
 def readme_elisp() -> tuple[str, str]:
-    """The README's ```elisp block under **Emacs** (eglot), and the workspace-configuration
-    form its comment shows, uncommented."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"^\*\*Emacs\*\* \(eglot[^\n]*\n\s*```elisp\n(.*?)^```", readme, re.M | re.S)
-    assert found, "README.md has no ```elisp block right under **Emacs** (eglot...)"
+    """The editor guide's ```elisp block under its heading `### Emacs (eglot ...)`, and the
+    workspace-configuration form its comment shows, uncommented."""
+    guide = (ROOT / "docs" / "editors.md").read_text(encoding="utf-8")
+    found = re.search(r"^### Emacs \(eglot[^\n]*\n\s*```elisp\n(.*?)^```", guide, re.M | re.S)
+    assert found, "docs/editors.md has no ```elisp block right under `### Emacs (eglot...)`"
     block = found.group(1)
     comment = " ".join(line.lstrip(";").strip() for line in block.splitlines() if line.lstrip().startswith(";;"))
     form = comment[comment.index("(setq-default eglot-workspace-configuration") :]
@@ -57,7 +57,7 @@ def run_session(tmp_path: Path, config_form: str, block: str) -> tuple[list[dict
     target = project / "view_vs_reshape.py"
     shutil.copyfile(EXAMPLES / "view_vs_reshape.py", target)
     (tmp_path / "readme.el").write_text(block, encoding="utf-8")
-    # The README's command is plain `python -m stridelens serve`: `python` on PATH must be
+    # The guide's command is plain `python -m stridelens serve`: `python` on PATH must be
     # this interpreter (the venv's), never a system one.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -126,7 +126,7 @@ def test_emacs_eglot_readme_setup(tmp_path: Path) -> None:
     (server,) = by_event["server"]
     assert server["command"] == ["python", "-m", "stridelens", "serve"]
     assert server["initializationOptions"] == {"inlayHints": "shapes"}
-    assert "stridelens settings:" not in stderr, stderr  # the server took the README's options
+    assert "stridelens settings:" not in stderr, stderr  # the server took the guide's options
 
     # Flymake's diagnostics, as Emacs shows them: "stridelens [SL101]: ..." on line 12.
     initial, configured = by_event["diagnostics"]
@@ -148,7 +148,7 @@ def test_emacs_eglot_readme_setup(tmp_path: Path) -> None:
     view = plain(hovers["view"]["text"])
     assert "raises at run time" in view and "strides (4, 12, 1)" in view, hovers["view"]["text"]
 
-    # The README's eglot-workspace-configuration form (ignoring SL101 here), then
+    # The guide's eglot-workspace-configuration form (ignoring SL101 here), then
     # eglot-signal-didChangeConfiguration: SL101 goes, SL103 stays.
     assert [d["line"] for d in configured["items"]] == [11], configured["items"]
     assert "[SL103]" in configured["items"][0]["text"]
