@@ -45,19 +45,20 @@ class Worker:
     error: str | None = None
 
 
-def rewrite_torchrun(cmd: list[str], launcher: str = rank_launcher.__file__) -> list[str]:
+def rewrite_torchrun(cmd: list[str], launcher: str = rank_launcher.__file__, tool: str = "--all-ranks --launch") -> list[str]:
     """`torchrun OPTS SCRIPT ARGS` (or `python -m torch.distributed.run ...`) with the launcher
-    in SCRIPT's place: `torchrun OPTS' launcher [-m] SCRIPT ARGS`."""
+    in SCRIPT's place: `torchrun OPTS' launcher [-m] SCRIPT ARGS`. `tool` names the command
+    in the errors."""
     if not cmd:
-        raise UsageError(tr("--all-ranks --launch: give the torchrun command after `--` (e.g. -- torchrun "
-                            "--nproc-per-node 2 train.py)"))
+        raise UsageError(tr("{tool}: give the torchrun command after `--` (e.g. -- torchrun "
+                            "--nproc-per-node 2 train.py)").format(tool=tool))
     if os.path.basename(cmd[0]) == "torchrun":
         head, rest = cmd[:1], cmd[1:]
     elif len(cmd) >= 3 and cmd[1] == "-m" and cmd[2] == "torch.distributed.run":
         head, rest = cmd[:3], cmd[3:]
     else:
-        raise UsageError(tr("--all-ranks --launch runs torchrun (or python -m torch.distributed.run), not "
-                            "{command}").format(command=repr(cmd[0])))
+        raise UsageError(tr("{tool} runs torchrun (or python -m torch.distributed.run), not "
+                            "{command}").format(tool=tool, command=repr(cmd[0])))
     opts: list[str] = []
     module = False
     i = 0
@@ -70,8 +71,8 @@ def rewrite_torchrun(cmd: list[str], launcher: str = rank_launcher.__file__) -> 
             break
         name = a.split("=", 1)[0]
         if name in _UNSUPPORTED:
-            raise UsageError(tr("--all-ranks --launch: torchrun {option} is not supported ({why})").format(
-                option=name, why=tr(_UNSUPPORTED[name])))
+            raise UsageError(tr("{tool}: torchrun {option} is not supported ({why})").format(
+                tool=tool, option=name, why=tr(_UNSUPPORTED[name])))
         if name in _MODULE_FLAGS:
             module = True  # moved behind the launcher: torchrun must run the launcher as a file
             i += 1
@@ -84,10 +85,10 @@ def rewrite_torchrun(cmd: list[str], launcher: str = rank_launcher.__file__) -> 
             i += 1
         i += 1
     if i >= len(rest):
-        raise UsageError(tr("--all-ranks --launch: the torchrun command has no training script"))
+        raise UsageError(tr("{tool}: the torchrun command has no training script").format(tool=tool))
     script, args = rest[i], rest[i + 1:]
     if not module and not os.path.isfile(script):
-        raise UsageError(tr("--all-ranks --launch: no such training script {path}").format(path=script))
+        raise UsageError(tr("{tool}: no such training script {path}").format(tool=tool, path=script))
     return [*head, *opts, launcher, *(["-m"] if module else []), script, *args]
 
 

@@ -132,8 +132,9 @@ def describe(t: Any) -> tuple[Any, ...]:
 
 class Recorder:
     def __init__(self, out: str, max_per_line: int = 8, flush: float = 5.0, quiet: float = 3.0,
-                 skip: list[str] | None = None) -> None:
+                 skip: list[str] | None = None, suffix: str = "") -> None:
         self.out = out
+        self.suffix = suffix  # ".rank1": one file per torchrun worker, merged when read
         self.k = max(1, max_per_line)
         self.flush_every = flush
         self.quiet = quiet
@@ -271,7 +272,7 @@ class Recorder:
                 self.error = f"{self.out}: {err}"
 
     def _write_file(self, file: _File) -> None:
-        target = os.path.join(self.out, facts_file_name(file.path))
+        target = os.path.join(self.out, facts_file_name(file.path).removesuffix(".json") + self.suffix + ".json")
         doc: dict[str, Any] = {"version": FORMAT_VERSION, "path": file.path, "sha256": file.sha256,
                                "recordings": 1, "lines": {}}
         base = self._earlier(target, file) if target not in self.written else None
@@ -290,7 +291,7 @@ class Recorder:
             self.bases[target] = base
         base = self.bases.get(target)
         if base is not None:
-            doc = _merge(base, doc, self.k)
+            doc = merge_recordings(base, doc, self.k)
         doc["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         os.makedirs(self.out, exist_ok=True)
         temporary = f"{target}.{os.getpid()}.tmp"
@@ -321,7 +322,7 @@ def _jsonable(facts: tuple[Any, ...]) -> list[Any]:
     return [list(v) if isinstance(v, tuple) else v for v in facts]
 
 
-def _merge(base: dict[str, Any], doc: dict[str, Any], k: int) -> dict[str, Any]:
+def merge_recordings(base: dict[str, Any], doc: dict[str, Any], k: int) -> dict[str, Any]:
     """An earlier recording's facts (same file contents) and this run's, as one."""
     merged = {**doc, "recordings": int(base.get("recordings", 1)) + 1}
     lines: dict[str, Any] = {}
@@ -396,27 +397,42 @@ class _FrameTracer:
         return self.trace
 
 
+# In a torchrun worker the recorder stands where the training script was (`torchrun OPTS
+# tensor_recorder.py [-m] SCRIPT ARGS`, inspector/ranks.rewrite_torchrun): its settings come
+# in this variable (JSON), and each rank writes its own files.
+WORKER_SETTINGS = "STRIDELENS_RECORD_WORKER"
+
+
 def main(argv: list[str]) -> None:
     out, status, max_per_line, skip = ".stridelens/facts", None, 8, []
-    flush, quiet = 5.0, 3.0
-    i = 0
-    while i < len(argv) and argv[i] != "--":
-        flag, value = argv[i], argv[i + 1]
-        if flag == "--out":
-            out = value
-        elif flag == "--status":
-            status = value
-        elif flag == "--max-per-line":
-            max_per_line = int(value)
-        elif flag == "--skip":
-            skip.append(value)
-        elif flag == "--flush":
-            flush = float(value)
-        elif flag == "--quiet":
-            quiet = float(value)
-        i += 2
-    program = argv[i + 1:]
-    recorder = Recorder(os.path.abspath(out), max_per_line, flush=flush, quiet=quiet, skip=skip)
+    flush, quiet, suffix = 5.0, 3.0, ""
+    worker = os.environ.pop(WORKER_SETTINGS, None)  # (not passed on to the program's children)
+    if worker is not None:
+        settings = json.loads(worker)
+        rank = os.environ.get("RANK", "0")
+        out, max_per_line, skip = settings["out"], int(settings["max_per_line"]), list(settings["skip"])
+        flush, quiet, suffix = float(settings["flush"]), float(settings["quiet"]), f".rank{rank}"
+        status = os.path.join(settings["status_dir"], f"status.rank{rank}.json")
+        program = list(argv)
+    else:
+        i = 0
+        while i < len(argv) and argv[i] != "--":
+            flag, value = argv[i], argv[i + 1]
+            if flag == "--out":
+                out = value
+            elif flag == "--status":
+                status = value
+            elif flag == "--max-per-line":
+                max_per_line = int(value)
+            elif flag == "--skip":
+                skip.append(value)
+            elif flag == "--flush":
+                flush = float(value)
+            elif flag == "--quiet":
+                quiet = float(value)
+            i += 2
+        program = argv[i + 1:]
+    recorder = Recorder(os.path.abspath(out), max_per_line, flush=flush, quiet=quiet, skip=skip, suffix=suffix)
 
     def finish() -> None:
         sys.settrace(None)

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from stridelens.i18n import ntr, tr
-from stridelens.inspector.tensor_recorder import FORMAT_VERSION, facts_file_name
+from stridelens.inspector.tensor_recorder import FORMAT_VERSION, facts_file_name, merge_recordings
 
 FACTS_FOLDER = Path(".stridelens") / "facts"
+MAX_OBSERVATIONS = 8  # per line and name, when the files of several ranks are merged
 
 
 def project_root(start: Path) -> Path | None:
@@ -127,21 +128,27 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 
 def recorded_doc(source: str | Path) -> dict[str, Any] | None:
-    """The newest facts file of `source` in any of its folders, or None."""
+    """The newest facts of `source` in any of its folders, or None: one file, or the files of
+    a torchrun job's ranks (`NAME.rank1.json`, ...) for the same contents, merged."""
     path = Path(source).resolve()
     name = facts_file_name(str(path))
+    stem = name.removesuffix(".json")
     found: list[tuple[float, Path]] = []
     for folder in facts_dirs_for(path):
-        candidate = folder / name
-        try:
-            found.append((candidate.stat().st_mtime, candidate))
-        except OSError:
-            continue
-    for _, candidate in sorted(found, reverse=True):
-        doc = _load(candidate)
-        if doc is not None:
-            return doc
-    return None
+        for candidate in (folder / name, *sorted(folder.glob(f"{stem}.rank*.json"))):
+            try:
+                found.append((candidate.stat().st_mtime, candidate))
+            except OSError:
+                continue
+    docs = [(mtime, doc) for mtime, candidate in sorted(found, reverse=True) if (doc := _load(candidate)) is not None]
+    if not docs:
+        return None
+    newest = docs[0][1]
+    same = [doc for _, doc in docs[1:] if doc.get("sha256") == newest.get("sha256") and doc.get("path") == newest.get("path")]
+    merged = newest
+    for doc in same:
+        merged = merge_recordings(doc, merged, MAX_OBSERVATIONS)
+    return merged
 
 
 def observed_at(source: str | Path, line: int, name: str, text: str | None = None) -> Observed | None:

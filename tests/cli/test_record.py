@@ -237,3 +237,28 @@ def test_sizes_that_change_are_a_range_and_a_second_recording_merges(tmp_path: P
     merged = _facts(out, script)
     assert merged["recordings"] == 2 and merged["lines"]["6"]["x"]["count"] == 10
     assert len(merged["lines"]["6"]["x"]["observations"]) == 5
+
+
+def test_torchrun_every_rank_records_and_the_ranks_are_merged(tmp_path: Path) -> None:
+    """`stridelens record -- torchrun --standalone --nproc-per-node 2 ddp_train.py` (gloo on CPU):
+    each rank writes its own facts file, explain reads them as one recording with both ranks'
+    runs; the job's exit status is kept. Errors in the torchrun command name `stridelens record`."""
+    train = Path(__file__).resolve().parents[1] / "fixtures" / "all_ranks" / "ddp_train.py"
+    script = _project(tmp_path, "ddp_train.py", train.read_text(encoding="utf-8"))
+    done = subprocess.run(
+        [sys.executable, "-m", "stridelens", "record", "--", sys.executable, "-m", "torch.distributed.run",
+         "--standalone", "--nproc-per-node", "2", str(script), "--steps", "2"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 ranks reported" in done.stderr, done.stderr
+    facts = sorted(p.name for p in (tmp_path / ".stridelens" / "facts").glob("*.json"))
+    assert len(facts) == 2 and all(".rank" in name for name in facts), facts
+    line = _line(script.read_text(encoding="utf-8"), "loss = model(x)")
+    shown = subprocess.run([sys.executable, "-m", "stridelens", "explain", f"{script}:{line}:5", "--format", "json"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    observed = json.loads(shown.stdout)["observed"]
+    assert observed["shape"] == [] and observed["dtype"] == "float32" and observed["runs"] == 4, observed  # 2 steps x 2 ranks
+    bad = subprocess.run([sys.executable, "-m", "stridelens", "record", "--", "torchrun", "--nproc-per-node", "2", "nope.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "stridelens record: no such training script nope.py" in bad.stderr, bad.stderr
