@@ -370,7 +370,7 @@ class UserCallsMixin:
             for stmt in fn.body:
                 frame.statement = stmt
                 self.exec_block([stmt], inner)
-                if not isinstance(stmt, _SIMPLE_STATEMENTS) and any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
+                if not isinstance(stmt, _SIMPLE_STATEMENTS) and self._holds_a_return(stmt):
                     frame.returned = True  # a path may have left before what follows
         finally:
             self.inference_depth -= inference
@@ -400,6 +400,13 @@ class UserCallsMixin:
         if param is None or not isinstance(statement, _SIMPLE_STATEMENTS) or under_a_condition(statement, node):
             return
         frame.proven[param] = dtype
+
+    def _holds_a_return(self: Interpreter, stmt: ast.stmt) -> bool:
+        """Whether a compound statement holds a `return` (walked once per statement, not per call)."""
+        known = self._returns_in.get(stmt)
+        if known is None:
+            known = self._returns_in[stmt] = any(isinstance(n, ast.Return) for n in ast.walk(stmt))
+        return known
 
     def _dtypes_the_call_proves(
         self: Interpreter,

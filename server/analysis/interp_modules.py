@@ -23,6 +23,7 @@ from stridelens.server.analysis.interp_support import (
     _access_path,
     _first_line,
     _is_torch_constant,
+    _maybe_anything,
     under_a_condition,
 )
 from stridelens.server.analysis.values import (
@@ -34,7 +35,6 @@ from stridelens.server.analysis.values import (
     ModuleValue,
     Opaque,
     SeqValue,
-    SizeValue,
     TorchRef,
     Value,
     join_values,
@@ -273,12 +273,6 @@ class ModulesMixin:
             out = self.symops.module(layer, [x], {}, scope, None)
             return None if out is None else self._with_layer_dtype(layer, x, out)
         return None
-
-
-def _maybe_anything(value: Value) -> bool:
-    """A value the analysis cannot tell from a tensor: unknown, opaque, or arithmetic on
-    parameters that might be sizes (`x + pos`)."""
-    return value is UNKNOWN or isinstance(value, Opaque) or (isinstance(value, SizeValue) and not value.certain)
 
 
 def _first_dtype_checking_layer(module: ModuleValue) -> ModuleValue | None:

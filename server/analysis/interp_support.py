@@ -8,6 +8,7 @@ from typing import Any
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.facts import TensorFact
 from stridelens.server.analysis.values import (
+    UNKNOWN,
     ClassInfo,
     Const,
     GradContext,
@@ -15,6 +16,7 @@ from stridelens.server.analysis.values import (
     ListOf,
     ModuleValue,
     Number,
+    Opaque,
     SeqValue,
     SizeValue,
     TorchRef,
@@ -207,3 +209,9 @@ def under_a_condition(statement: ast.stmt, node: ast.AST) -> bool:
         if isinstance(sub, _CONDITIONAL_EXPRESSIONS) and any(n is node for n in ast.walk(sub)):
             return True
     return False
+
+
+def _maybe_anything(value: Value) -> bool:
+    """A value the analysis cannot tell from a tensor: unknown, opaque, or arithmetic on
+    parameters that might be sizes (`x + pos`)."""
+    return value is UNKNOWN or isinstance(value, Opaque) or (isinstance(value, SizeValue) and not value.certain)

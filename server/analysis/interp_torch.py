@@ -31,6 +31,7 @@ from stridelens.server.analysis.interp_support import (
     _format_args,
     _is_torch_constant,
     _literal_size,
+    _maybe_anything,
     format_bytes,
     to_value,
 )
@@ -761,10 +762,8 @@ class TorchCallsMixin:
         return self._symbolic_new([tensor, *[a for a in operands if isinstance(a, TensorFact)]], scope, name, unknown_operands=unknown)
 
     def _may_be_a_tensor(self: Interpreter, value: Value) -> bool:
-        """A value the analysis cannot tell from a tensor (a parameter of no known scalar type)."""
-        if isinstance(value, Opaque):
-            return self.symops.scalar_type(value) is None
-        return value is UNKNOWN or (isinstance(value, SizeValue) and not value.certain)
+        """`_maybe_anything`, less a parameter of a known scalar type (`eps: float`)."""
+        return _maybe_anything(value) and not (isinstance(value, Opaque) and self.symops.scalar_type(value) is not None)
 
     def _flattened_rank(self: Interpreter, tensor: TensorFact, args: list[Value], kwargs: dict[str, Value]) -> Any:
         """`x.flatten(1)` of a tensor of unknown rank: `start_dim + 1` dims (a lower rank

@@ -138,7 +138,8 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         self._followed_recording: set[ast.AST] = set()
         self._dtype_passed: dict[tuple[str, int | None], bool] = {}  # (callee, index): see interp_calls
         self.statement: ast.stmt | None = None  # set by exec_block
-        self._argument_proofs: list[Any] = []  # one per followed call (interp_calls._ArgumentProofs)
+        self._argument_proofs: list[Any] = []
+        self._returns_in: dict[ast.stmt, bool] = {}  # interp_calls._holds_a_return  # one per followed call (interp_calls._ArgumentProofs)
         # > 0 inside a body followed from a demo (both runs): its own calls are followed as usual.
         self.demo_followed = 0
         # Module-level classes' __init__, run where the class is defined: run again once the
