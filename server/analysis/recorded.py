@@ -157,10 +157,21 @@ def observed_at(source: str | Path, line: int, name: str, text: str | None = Non
     doc = recorded_doc(source)
     if doc is None:
         return None
+    digest = text_digest(text) if text is not None else _sha256(Path(source))
+    return observed_in(doc, line, name, digest)
+
+
+def text_digest(text: str) -> str:
+    """The sha256 a recording keeps of its file, of the text as the editor has it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def observed_in(doc: dict[str, Any], line: int, name: str, digest: str | None) -> Observed | None:
+    """`name` after `line` in a recording already read (`recorded_doc`); `digest`, the sha256
+    of the file as it is now, decides whether it is stale."""
     entry = doc["lines"].get(str(line), {}).get(name)
     if not isinstance(entry, dict) or not entry.get("observations"):
         return None
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest() if text is not None else _sha256(Path(source))
     return Observed(
         runs=int(entry.get("count", 0)),
         observations=list(entry["observations"]),
@@ -171,7 +182,7 @@ def observed_at(source: str | Path, line: int, name: str, text: str | None = Non
     )
 
 
-def _sizes(shape: list[Any]) -> str:
+def format_shape(shape: list[Any]) -> str:
     parts = [str(s) if not isinstance(s, dict) else f"{s['min']}..{s['max']}" for s in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
@@ -185,12 +196,12 @@ def summary(observed: Observed) -> str:
     parts = []
     shape = facts["shape"]
     if shape is not None:
-        parts.append(_sizes(shape))
+        parts.append(format_shape(shape))
     parts += [str(facts[k]) for k in ("dtype", "device") if facts[k] is not None]
     text = " ".join(parts) if parts else tr("shapes of different ranks")
     extra = []
     if facts["strides"] is not None:
-        extra.append(tr("strides {strides}").format(strides=_sizes(facts["strides"])))
+        extra.append(tr("strides {strides}").format(strides=format_shape(facts["strides"])))
     if facts["contiguous"] is not None:
         extra.append(tr("contiguous") if facts["contiguous"] else tr("not contiguous"))
     if facts["is_view"] is not None:

@@ -96,19 +96,26 @@ def run(args: argparse.Namespace) -> int:
             "--max-per-line", str(args.max_per_line), "--skip", str(STRIDELENS_ROOT),
             "--flush", str(args.flush), "--quiet", str(args.quiet_after), "--", *program[1:],
         ]
-        try:
-            code = subprocess.call(command)
-        except OSError as err:
-            print(tr("stridelens record: cannot run {python}: {error}").format(python=program[0], error=err), file=sys.stderr)
+        code = _call(command, program[0])
+        if code is None:
             return 2
-        except KeyboardInterrupt:
-            code = 130
         try:
             status = json.loads(status_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             status = None
     _report(status, out)
     return code
+
+
+def _call(command: list[str], python: str, env: dict[str, str] | None = None) -> int | None:
+    """The program's exit status (130 on Ctrl-C); None, said why, when it cannot start."""
+    try:
+        return subprocess.call(command, env=env)
+    except OSError as err:
+        print(tr("stridelens record: cannot run {python}: {error}").format(python=python, error=err), file=sys.stderr)
+        return None
+    except KeyboardInterrupt:
+        return 130
 
 
 def _facts_folder(args: argparse.Namespace, script: Path | None) -> Path | None:
@@ -149,13 +156,9 @@ def _run_torchrun(args: argparse.Namespace, program: list[str]) -> int:
         settings = {"out": str(out.resolve()), "status_dir": work, "max_per_line": args.max_per_line,
                     "skip": [str(STRIDELENS_ROOT)], "flush": args.flush, "quiet": args.quiet_after}
         env = {**os.environ, tensor_recorder.WORKER_SETTINGS: json.dumps(settings)}
-        try:
-            code = subprocess.call(command, env=env)
-        except OSError as err:
-            print(tr("stridelens record: cannot run {python}: {error}").format(python=program[0], error=err), file=sys.stderr)
+        code = _call(command, program[0], env)
+        if code is None:
             return 2
-        except KeyboardInterrupt:
-            code = 130
         statuses = []
         for path in sorted(Path(work).glob("status.rank*.json")):
             try:

@@ -6,8 +6,8 @@ known. With `recordedHints`, where nothing is known statically, the shape the la
 from __future__ import annotations
 
 import ast
-import hashlib
 from collections.abc import Iterator
+from typing import Any
 
 from lsprotocol import types
 
@@ -56,17 +56,16 @@ def _targets(analysis: Analysis, stmt: ast.stmt) -> Iterator[tuple[ast.Name, Ten
                     yield elt, item
 
 
-def _recorded_label(analysis: Analysis, name: ast.Name) -> tuple[str, str] | None:
+def _recorded_label(doc: dict[str, Any], digest: str, name: ast.Name) -> tuple[str, str] | None:
     """": (32, 3..7, 768) (run)" and the hover's "seen at run time" line, from a recording of
     this very text; None without one."""
-    observed = recorded.observed_at(analysis.path, name.lineno, name.id, text=analysis.source)
+    observed = recorded.observed_in(doc, name.lineno, name.id, digest)
     if observed is None or observed.stale:
         return None
     shape = observed.shape()
     if shape is None:
         return None
-    sizes = [str(s) if not isinstance(s, dict) else f"{s['min']}..{s['max']}" for s in shape]
-    return ": (" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ") " + tr("(run)"), recorded.summary(observed)
+    return f": {recorded.format_shape(shape)} " + tr("(run)"), recorded.summary(observed)
 
 
 def _assigned_names(stmt: ast.Assign) -> Iterator[ast.Name]:
@@ -82,8 +81,12 @@ def inlay_hints(
 ) -> list[types.InlayHint]:
     if mode == "off":
         return []
-    # Only a file someone recorded pays for the lookups (the facts file is read once).
-    show_recorded = show_recorded and bool(analysis.path) and not analysis.path.endswith(".ipynb") and _has_recording(analysis)
+    # Only a file someone recorded, as this very text, pays for the lookups: the facts file is
+    # read and the text hashed once per request.
+    doc = recorded.recorded_doc(analysis.path) if show_recorded and analysis.path and not analysis.path.endswith(".ipynb") else None
+    digest = recorded.text_digest(analysis.source) if doc is not None else ""
+    if doc is not None and doc.get("sha256") != digest:
+        doc = None
     first, last = rng.start.line + 1, rng.end.line + 1
     hints: list[types.InlayHint] = []
 
@@ -114,18 +117,14 @@ def inlay_hints(
                 continue
             hinted.add(id(name))
             add(name, text, "\n".join(fact.notes()) or None)
-        if not show_recorded:
+        if doc is None:
             continue
         for name in _assigned_names(stmt):
             if id(name) in hinted or not first <= name.lineno <= last:
                 continue
-            seen = _recorded_label(analysis, name)
+            seen = _recorded_label(doc, digest, name)
             if seen is not None:
                 add(name, *seen)
     hints.sort(key=lambda h: (h.position.line, h.position.character))
     return hints
 
-
-def _has_recording(analysis: Analysis) -> bool:
-    doc = recorded.recorded_doc(analysis.path)
-    return doc is not None and doc.get("sha256") == hashlib.sha256(analysis.source.encode("utf-8")).hexdigest()
