@@ -149,10 +149,9 @@ def rule_summary() -> str:
 
 
 def update_summary(text: str) -> str:
-    start, end = text.find(SUMMARY_START), text.find(SUMMARY_END)
-    if start < 0 or end < start:
-        raise ValueError(f"no {SUMMARY_START} ... {SUMMARY_END} markers")
-    return text[: start + len(SUMMARY_START)] + "\n" + rule_summary() + text[end:]
+    from stridelens.server.rules.catalogue import replace_between
+
+    return replace_between(text, SUMMARY_START, SUMMARY_END, rule_summary())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,12 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with language(args.lang):
         if args.write:
-            with open(args.write, encoding="utf-8") as handle:
-                text = handle.read()
-            new = update_summary(text)
-            if new != text:
-                with open(args.write, "w", encoding="utf-8") as handle:
-                    handle.write(new)
+            from stridelens.server.rules.catalogue import rewrite_file
+
+            rewrite_file(args.write, update_summary)
         elif args.cli:
             sys.stdout.write(cli_reference())
         else:

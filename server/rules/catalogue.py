@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from stridelens import i18n
 from stridelens.i18n import N_, tr
@@ -115,11 +116,26 @@ def render_rule(rule: Rule) -> str:
     return "\n".join(lines)
 
 
-def update_readme(text: str) -> str:
-    start, end = text.find(START), text.find(END)
+def replace_between(text: str, start_marker: str, end_marker: str, body: str, what: str = "") -> str:
+    """`text` with `body` between its two markers (README's generated tables)."""
+    start, end = text.find(start_marker), text.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"README has no {START} ... {END} markers")
-    return text[: start + len(START)] + "\n" + markdown_table() + text[end:]
+        raise ValueError(f"{what}no {start_marker} ... {end_marker} markers")
+    return text[: start + len(start_marker)] + "\n" + body + text[end:]
+
+
+def rewrite_file(path: str, update: Callable[[str], str]) -> None:
+    """Write `update(text)` back to the file at `path` when it changes the text."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    new = update(text)
+    if new != text:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(new)
+
+
+def update_readme(text: str) -> str:
+    return replace_between(text, START, END, markdown_table(), "README has ")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,12 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     i18n.set_language(args.lang)
     if args.write:
-        with open(args.write, encoding="utf-8") as handle:
-            text = handle.read()
-        new = update_readme(text)
-        if new != text:
-            with open(args.write, "w", encoding="utf-8") as handle:
-                handle.write(new)
+        rewrite_file(args.write, update_readme)
         return 0
     sys.stdout.write(markdown_table())
     return 0
