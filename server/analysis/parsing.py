@@ -48,6 +48,32 @@ def _opens_block(lines: list[str], index: int) -> bool:
     return False
 
 
+def _code_indent(lines: list[str], indices: range) -> int | None:
+    """The indentation of the first line of code (not blank, not a comment) among `indices`."""
+    for i in indices:
+        text = lines[i]
+        if text.strip() and not text.lstrip().startswith("#"):
+            return len(_indent_of(text))
+    return None
+
+
+_BLOCK_HEADER = re.compile(r"(async\s+)?(def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b")
+
+
+def _placeholder_indent(lines: list[str], index: int) -> str:
+    """The broken line's own indentation, unless it sits left of the code before it and is
+    no block header (text pasted at column 0 inside a class): a placeholder there would close
+    the block, and the block's next line would be an indentation error of its own. It then
+    takes the previous line's indentation, so the block goes on. A header being typed
+    (`def g(x)` without its colon) keeps its place: its body follows it."""
+    text = lines[index]
+    own = _indent_of(text)
+    before = _code_indent(lines, range(index - 1, -1, -1))
+    if before is None or len(own) >= before or _BLOCK_HEADER.match(text.lstrip()):
+        return own
+    return " " * before
+
+
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
@@ -101,10 +127,11 @@ def parse_tolerant(source: str) -> ParseResult:
             if end > lineno:  # e.g. an unclosed bracket: blank the whole span
                 for j in range(index + 1, min(end, len(work))):
                     work[j] = ""
-            placeholder = "if True:" if _opens_block(work, index) else "pass"
+            indent = _placeholder_indent(work, index)
+            placeholder = "if True:" if _opens_block([*work[:index], indent, *work[index + 1 :]], index) else "pass"
             if work[index].strip() == placeholder or isinstance(err, RecursionError):
                 # No progress on this line: drop everything from here on.
                 work = work[:index]
                 continue
-            work[index] = _indent_of(work[index]) + placeholder
+            work[index] = indent + placeholder
     return ParseResult(ast.Module(body=[], type_ignores=[]), lines, broken)

@@ -84,13 +84,18 @@ class _Walk:
         return self.next_id
 
     def id_of(self, node: ast.expr) -> int | None:
-        """The identity `node` aliases: a name, or a view of one."""
+        """The identity `node` aliases: a name, or a view of one. An item of a value not
+        known to be a tensor (`h[key]` of a dict of tensors) aliases nothing."""
         while True:
             if isinstance(node, ast.Name):
                 if node.id not in self.ids:
                     self.ids[node.id] = self.fresh()
                 return self.ids[node.id]
-            if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr in ("T", "mT")):
+            if isinstance(node, ast.Subscript):
+                if not self.is_tensor(node.value):
+                    return None
+                node = node.value
+            elif isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
                 node = node.value
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEW_METHODS:
                 node = node.func.value
@@ -213,6 +218,21 @@ class _Walk:
             if self.is_tensor(target.value):
                 self.check_write(target, stmt, tr("the index assignment"))
 
+    def copies_by_index(self, value: ast.expr) -> bool:
+        """`t[mask]`, `t[idx]`, `t[[0, 2]]`: advanced indexing by a bool tensor, a tensor of
+        rank ≥ 1 or a list makes a copy, whose writes touch nothing `t`'s ops saved (a 0-d
+        integer tensor index still gives a view, as an int does)."""
+        if not isinstance(value, ast.Subscript):
+            return False
+        index = value.slice
+        for item in index.elts if isinstance(index, ast.Tuple) else [index]:
+            if isinstance(item, (ast.List, ast.ListComp)):
+                return True
+            fact = self.analysis.fact_of(item)
+            if fact is not None and (fact.dtype == "bool" or (fact.shape is not None and len(fact.shape) >= 1)):
+                return True
+        return False
+
     def is_tensor(self, node: ast.expr) -> bool:
         ident_node = node.value if isinstance(node, ast.Subscript) else node
         return self.analysis.fact_of(ident_node) is not None or (
@@ -248,7 +268,12 @@ class _Walk:
                         self.ids[name] = self.fresh()
                     continue
                 alias = self.id_of(value) if not isinstance(value, ast.Name) or value.id in self.ids else None
-                if isinstance(value, (ast.Subscript, ast.Call, ast.Attribute)) and alias is not None and _is_view(value):
+                if (
+                    isinstance(value, (ast.Subscript, ast.Call, ast.Attribute))
+                    and alias is not None
+                    and _is_view(value)
+                    and not self.copies_by_index(value)
+                ):
                     self.ids[target.id] = alias
                     continue
                 ident = self.ids[target.id] = self.fresh()
