@@ -26,6 +26,7 @@ from stridelens.server.analysis.values import (
     UNKNOWN,
     ClassInfo,
     Const,
+    DictValue,
     GradContext,
     InstanceValue,
     ModuleValue,
@@ -242,7 +243,7 @@ class UserCallsMixin:
         sizes_only = (
             instance is None
             and bool(given)
-            and all(isinstance(a, (Const, Opaque, SizeValue, Number, InstanceValue, ModuleValue, ClassInfo)) for a in given)
+            and all(isinstance(a, _SIZE_OR_LAYER) for a in given)
             and self._makes_tensors(fn)
         )
         # A one-line helper given a tensor (`default(context, x)`, `with_pos_embed(t, pos)`):
@@ -348,6 +349,9 @@ class UserCallsMixin:
         for name, value in kwargs.items():
             if name in by_name:
                 inner.env[name] = self._note_scalar(by_name[name], value)
+        if spec.kwarg is not None:
+            # `**kwargs`: the caller's other keywords, passed on as they are (`self.fn(x, **kwargs)`).
+            inner.env[spec.kwarg.arg] = DictValue(tuple((k, v) for k, v in kwargs.items() if k not in by_name))
         self._refine_unknown_ranks(fn, inner, [p.arg for p in [*params, *spec.kwonlyargs]])
         for param in [*params, *spec.kwonlyargs]:
             self._name_parameter_sizes(param.arg, inner.env.get(param.arg))
@@ -506,15 +510,14 @@ class UserCallsMixin:
 
     # nn modules --------------------------------------------------------------
     def call_user_module(self: Interpreter, instance: InstanceValue, args: list[Value], scope: Scope) -> Value:
-        """`model(x)` of a user nn.Module: a new tensor, carrying a graph when grad is on
-        (its layout would need the forward's body; see notes in the README)."""
+        """`model(x)` of a user nn.Module whose forward is not followed: a tensor, carrying a
+        graph when grad is on. Not said to be new: a forward may return a view (a Linear of a
+        3-d input is one) or its input."""
         tensors = [a for a in args if isinstance(a, TensorFact)]
         if not tensors and args:
             return UNKNOWN
         return TensorFact(
             device=tensors[0].device if tensors else None,
-            storage_key=self.fresh_storage(),
-            is_view=False,
             carries_graph=bool(scope.grad_enabled),
         )
 
@@ -534,6 +537,9 @@ class _ArgumentProofs:
 _SIMPLE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Return)
 # A torch factory, or a class built (a layer: `PreNorm(dim, Attention(dim))`).
 _FACTORY_CALL = re.compile(r"\b(?:arange|zeros|ones|empty|randn|rand|full|linspace|logspace|eye|tensor|randint|[A-Z]\w*)\(")
+
+
+_SIZE_OR_LAYER = (Const, Opaque, SizeValue, Number, InstanceValue, ModuleValue, ClassInfo)
 
 
 def _shapeless(value: Value) -> bool:

@@ -16,6 +16,7 @@ from stridelens.server.analysis import replay as rp
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.constfold import NOT_FOLDED, fold_binop, fold_unary
 from stridelens.server.analysis.facts import TensorFact, with_fields
+from stridelens.server.analysis.interp_modules import FLOAT32_KEEPING_NORMS
 from stridelens.server.analysis.interp_sizes import SymSlice
 from stridelens.server.analysis.interp_support import (
     _LIST_MUTATORS,
@@ -272,7 +273,7 @@ class ExpressionsMixin:
         if isinstance(owner, TorchRef):
             return TorchRef(f"{owner.path}.{attr}")
         if isinstance(owner, InstanceValue):
-            value = owner.cls.attributes.get(attr)
+            value = instance_attribute(owner, attr)
             if value is not None and value is not UNKNOWN:
                 if isinstance(node.value, ast.Name):
                     self.name_size(value, (node.value.id, attr))
@@ -512,7 +513,9 @@ class ExpressionsMixin:
             args.append(self.eval(a, scope))
         for kw in node.keywords:
             value = self.eval(kw.value, scope)
-            if kw.arg is None:
+            if kw.arg is None and isinstance(value, DictValue):
+                kwargs.update(value.items)  # `self.fn(x, **kwargs)` of the caller's keywords
+            elif kw.arg is None:
                 exact = False
             else:
                 kwargs[kw.arg] = value
@@ -520,6 +523,16 @@ class ExpressionsMixin:
 
     def expr_Call(self: Interpreter, node: ast.Call, scope: Scope) -> Value:
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "forward" and _is_super_call(func.value):
+            base = self._torch_layer_base(scope)
+            if base is not None:
+                # `super().forward(x.type(torch.float32))` in a subclass of a torch layer: the
+                # layer's dtype rule only (its constructor's arguments are not known here).
+                args, kwargs, exact = self._eval_args(node, scope)
+                x = next((a for a in args if isinstance(a, TensorFact)), None)
+                if x is not None and x.dtype == "float32" and base.rpartition(".")[2] in FLOAT32_KEEPING_NORMS:
+                    return TensorFact(dtype="float32")
+                return UNKNOWN
         if isinstance(func, ast.Attribute):
             receiver = self.eval(func.value, scope)
             args, kwargs, exact = self._eval_args(node, scope)
@@ -563,14 +576,19 @@ class ExpressionsMixin:
                 return self.call_torch(f"{receiver.path}.{name}", args, kwargs, exact, node, scope)
             if isinstance(receiver, ModuleValue):
                 return self.module_method(receiver, name, args, kwargs)
-            if name in ("append", "extend") and len(args) == 1 and not kwargs and isinstance(receiver, (SeqValue, ListOf)) and grown_list(receiver):
-                # `self.layers.append(Block(...))` in a loop: a ModuleList of some Blocks.
+            if name in ("append", "extend") and len(args) == 1 and not kwargs and grown_list(receiver):
+                # `self.layers.append(Block(...))` in a loop: a ModuleList of some Blocks;
+                # `ys = []` ... `ys.append(y)`: a list of tensors like `y`.
+                container = receiver if isinstance(receiver, (SeqValue, ListOf)) else SeqValue((), "list")
                 added = (args[0],) if name == "append" else seq_items(args[0])
-                if added is not None and self._rebind_container(func.value, appended(receiver, added), scope):
+                if added is not None and self._rebind_container(func.value, appended(container, added), scope):
                     return Const(None)
             if name in _LIST_MUTATORS and isinstance(func.value, ast.Name) and isinstance(receiver, (Const, SeqValue, ListOf)):
                 # `sizes.append(4)`: the literal bound to `sizes` is no longer what it holds.
                 scope.env[func.value.id] = UNKNOWN
+            if isinstance(receiver, DictValue) and name not in ("get", "keys", "values", "items") and isinstance(func.value, ast.Name):
+                # `kwargs.update(context=...)`, `.pop(...)`: what it held is no longer known.
+                self._forget_dict(func.value.id, scope)
             if isinstance(receiver, DictValue):
                 item = receiver.get(name)
                 if isinstance(item, (ModuleValue, InstanceValue)):
@@ -583,7 +601,7 @@ class ExpressionsMixin:
                     return SeqValue(tuple(SeqValue((Const(k), v)) for k, v in receiver.items), "list")
                 return UNKNOWN
             if isinstance(receiver, InstanceValue):
-                callee = receiver.cls.attributes.get(name)
+                callee = instance_attribute(receiver, name)
                 if callee is not None:
                     self.record(func, callee)
                 if isinstance(callee, ModuleValue):
@@ -613,7 +631,7 @@ class ExpressionsMixin:
         if isinstance(callee, TorchRef):
             return self.call_torch(callee.path, args, kwargs, exact, node, scope)
         if isinstance(callee, ClassInfo):
-            return InstanceValue(callee)
+            return InstanceValue(callee, _init_layers(callee, args, kwargs) if exact else ())
         if _copies_layer(func, args):
             return args[0]
         if isinstance(callee, FunctionValue) and exact:
@@ -643,6 +661,18 @@ class ExpressionsMixin:
             inner.env[spec.args[0].arg] = item
             results.append(self.eval(fn.body, inner))
         return SeqValue(tuple(results), "list")
+
+    def _torch_layer_base(self: Interpreter, scope: Scope) -> str | None:
+        """The torch layer the class of the running method subclasses (`class
+        LayerNorm(nn.LayerNorm)`), by its path; None when it is no such class."""
+        owner = scope.lookup("self")
+        if not isinstance(owner, InstanceValue):
+            return None
+        for base in owner.cls.node.bases:
+            value = self.eval(base, scope)
+            if isinstance(value, TorchRef) and value.path.startswith("torch.nn.") and value.path.rpartition(".")[2][:1].isupper():
+                return value.path
+        return None
 
     def call_value(
         self: Interpreter, callee: Value, args: list[Value], kwargs: dict[str, Value], exact: bool, node: ast.Call, scope: Scope
@@ -697,6 +727,10 @@ class ExpressionsMixin:
             columns = [_sequence_items(a) for a in args]
             if all(c is not None for c in columns):
                 return SeqValue(tuple(SeqValue(row) for row in zip(*columns, strict=False)), "list")  # type: ignore[misc]
+            if any(isinstance(a, ListOf) for a in args):
+                # `zip(layers, to_drop)` of a list of unknown length: rows of its item and
+                # whatever the other columns hold.
+                return ListOf(SeqValue(tuple(a.item if isinstance(a, ListOf) else UNKNOWN for a in args)))
         if name in ("tuple", "list") and len(args) == 1 and isinstance(args[0], SeqValue):
             return SeqValue(args[0].items, name)
         if name in ("int", "tuple", "list") and len(args) == 1 and isinstance(args[0], Const):
@@ -823,3 +857,33 @@ def _sizes_call(name: str, node: ast.Call) -> bool:
 def _callable_module(value: Value) -> bool:
     """An nn layer or an instance of one of the file's own nn.Modules."""
     return isinstance(value, ModuleValue) or (isinstance(value, InstanceValue) and value.cls.is_module)
+
+
+_LAYER_VALUES = (ModuleValue, InstanceValue, ModuleChoice)
+
+
+def _init_layers(cls: ClassInfo, args: list[Value], kwargs: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
+    """The layers a construction passes to `__init__`, by parameter name."""
+    init = cls.methods.get("__init__")
+    if init is None or not (args or kwargs):
+        return ()
+    params = [p.arg for p in [*init.args.posonlyargs, *init.args.args]][1:]
+    named = {k: v for k, v in kwargs.items() if k in params or any(p.arg == k for p in init.args.kwonlyargs)}
+    named.update({params[i]: v for i, v in enumerate(args) if i < len(params)})
+    return tuple((k, v) for k, v in named.items() if isinstance(v, _LAYER_VALUES))
+
+
+def instance_attribute(owner: InstanceValue, attr: str) -> Value | None:
+    """`self.fn` of this instance: the class's attribute, or, where `__init__` stored a
+    parameter as it was (`self.fn = fn`), the layer this instance was built with."""
+    value = owner.cls.attributes.get(attr)
+    if owner.init_layers and isinstance(value, Opaque) and len(value.path) == 1:
+        for name, layer in owner.init_layers:
+            if name == value.path[0]:
+                return layer
+    return value
+
+
+def _is_super_call(node: ast.expr) -> bool:
+    """`super()` or `super(Cls, self)`."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"

@@ -152,6 +152,8 @@ class ModulesMixin:
             dtype = _output_dtype(module, x)
             if dtype is not None:
                 return with_fields(result, dtype=dtype)
+        if isinstance(result, TensorFact) and result.dtype is None and x is not None and x.dtype == "float32" and module.name in FLOAT32_KEEPING_NORMS:
+            return with_fields(result, dtype="float32")
         return result
 
     def _module_output(
@@ -316,6 +318,13 @@ _DTYPE_KEEPING_FUNCTIONS = frozenset(
 )
 # Layers whose output has their input's dtype (norms run mixed float32 weights on a half input).
 _INPUT_DTYPE = _FRESH_OUTPUT - _WEIGHT_DTYPE | _MAY_RETURN_INPUT | {"Flatten", "Unflatten", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
+
+
+# Norms whose output is float32 for a float32 input whatever their parameters' dtype (torch
+# 2.13 on CPU raises for half, bfloat16 or float64 ones) and under autocast (CUDA's runs them in
+# float32, CPU's in the input's dtype): CLIP's fp16-safe `LayerNorm`, in a file that calls
+# `.half()`.
+FLOAT32_KEEPING_NORMS = frozenset({"LayerNorm", "GroupNorm"})
 
 
 def _output_dtype(module: ModuleValue, x: TensorFact | None) -> str | None:

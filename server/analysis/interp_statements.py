@@ -20,6 +20,7 @@ from stridelens.server.analysis.values import (
     UNKNOWN,
     ClassInfo,
     Const,
+    DictValue,
     FunctionValue,
     GradContext,
     InstanceValue,
@@ -273,6 +274,8 @@ class StatementsMixin:
         for target in stmt.targets:
             if isinstance(target, ast.Name):
                 scope.env[target.id] = UNKNOWN
+            elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+                self._forget_dict(target.value.id, scope)  # `del kwargs["mask"]`
 
     def stmt_Return(self: Interpreter, stmt: ast.Return, scope: Scope) -> None:
         value = self.eval(stmt.value, scope) if stmt.value is not None else Const(None)
@@ -359,8 +362,15 @@ class StatementsMixin:
         elif isinstance(target, ast.Subscript):
             self.eval(target.value, scope)
             self.eval(target.slice, scope)
+            if isinstance(target.value, ast.Name):
+                self._forget_dict(target.value.id, scope)  # `kwargs["context"] = ...`
         elif isinstance(target, ast.Starred):
             self.bind(target.value, UNKNOWN, scope)
+
+    def _forget_dict(self: Interpreter, name: str, scope: Scope) -> None:
+        """A dict the code changes no longer holds what it was built with."""
+        if isinstance(scope.lookup(name), DictValue):
+            self._rebind_in_place(name, UNKNOWN, scope)
 
     def _unpack_tensor(self: Interpreter, tensor: TensorFact, count: int, scope: Scope) -> list[Value]:
         """`q, k, v = qkv`: iterating a tensor selects along dim 0."""

@@ -232,6 +232,8 @@ class TorchCallsMixin:
             symbolic = with_fields(symbolic, dtype="int64")
         elif self.default_dtypes and name in ("zeros", "ones", "empty", "randn", "rand"):
             symbolic = with_fields(symbolic, dtype="float32")  # torch's default dtype: never changed here
+        elif name == "full" and _fill_dtype(node, self.default_dtypes) is not None:
+            symbolic = with_fields(symbolic, dtype=_fill_dtype(node, self.default_dtypes))
         elif self.default_dtypes and name == "arange" and args:
             symbolic = with_fields(symbolic, dtype=_default_factory_dtype(name, args) if all(isinstance(a, Const) for a in args) else None)
         if name in ("tensor", "as_tensor") and args:
@@ -241,7 +243,7 @@ class TorchCallsMixin:
         sym_shape = self.symops.factory(name, args, kwargs)
         if sym_shape is not None:
             dtype = kwargs.get("dtype")
-            dtype_name = _dtype_of(dtype) if dtype is not None else ("int64" if name == "arange" else ("float32" if name != "full" else None))
+            dtype_name = _dtype_of(dtype) if dtype is not None else ("int64" if name == "arange" else ("float32" if name != "full" else symbolic.dtype))
             return with_fields(symbolic, sym=lay.contiguous(sym_shape), dtype=dtype_name, assumes=self.symops.conditions_of([*args, *kwargs.values()]))
         if not self.replay:
             if all(self._sized(v) for v in [*args, *kwargs.values()]):
@@ -837,6 +839,25 @@ class TorchCallsMixin:
             changed = result.contiguous is False and source.contiguous is not False
             fact = fact.with_note("non-contiguous view" if changed else "view (shares storage)", text, line)
         return fact
+
+
+def _fill_dtype(node: ast.Call, default_dtypes: bool) -> str | None:
+    """`torch.full(size, fill)` without `dtype=`: torch infers it from the fill as written.
+    A bool is bool and an int int64 always; a float (`float("-inf")`, `-1e4`, `math.inf`)
+    takes the default dtype, float32 where the file never changes it."""
+    fill = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "fill_value"), None)
+    if isinstance(fill, ast.UnaryOp) and isinstance(fill.op, (ast.USub, ast.UAdd)):
+        fill = fill.operand
+    if isinstance(fill, ast.Constant):
+        if type(fill.value) is bool:
+            return "bool"
+        if type(fill.value) is int:
+            return "int64"
+        return "float32" if type(fill.value) is float and default_dtypes else None
+    written_float = (
+        isinstance(fill, ast.Call) and isinstance(fill.func, ast.Name) and fill.func.id == "float"
+    ) or (isinstance(fill, ast.Attribute) and isinstance(fill.value, ast.Name) and fill.value.id == "math" and fill.attr in ("inf", "nan", "pi", "e"))
+    return "float32" if written_float and default_dtypes else None
 
 
 def _default_factory_dtype(name: str, args: list[Value]) -> str | None:

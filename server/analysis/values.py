@@ -147,6 +147,9 @@ class ClassInfo:
 @dataclass(frozen=True)
 class InstanceValue:
     cls: ClassInfo
+    # The layers this instance was built with, by `__init__` parameter (`PreNorm(dim,
+    # Attention(...))`: `fn`): `self.fn = fn` is that layer for this instance, not any.
+    init_layers: tuple[tuple[str, Value], ...] = ()
 
     def __hash__(self) -> int:
         return id(self.cls)
@@ -276,8 +279,14 @@ def module_choice(a: Value, b: Value) -> ModuleChoice | None:
 
 
 def grown_list(v: Value) -> bool:
-    """A list the code may append to: a list display, or a list of unknown length."""
-    return isinstance(v, ListOf) or (isinstance(v, SeqValue) and v.kind == "list")
+    """A list the code may append to: a list display (`[]` included), or a list of unknown
+    length."""
+    return isinstance(v, ListOf) or (isinstance(v, SeqValue) and v.kind == "list") or is_empty_list(v)
+
+
+def is_empty_list(v: Value) -> bool:
+    """`ys = []`, before the loop that appends to it."""
+    return isinstance(v, Const) and type(v.value) is list and not v.value
 
 
 def seq_items(v: Value) -> tuple[Value, ...] | None:

@@ -87,8 +87,8 @@ def _holds_tensors(analysis: Analysis, data: ast.expr, call: ast.Call) -> bool:
     value = analysis.values.get(data)
     if isinstance(value, SeqValue):
         return any(isinstance(i, TensorFact) for i in value.items)
-    if isinstance(value, ListOf):
-        return isinstance(value.item, TensorFact)
+    if isinstance(value, ListOf) and isinstance(value.item, TensorFact):
+        return True
     if isinstance(data, ast.Name) and data.id in appended:
         # `losses = []` ... `losses.append(loss)`: a list of what was appended
         return any(_tensor_like(analysis, v, bound) for v in appended[data.id])
