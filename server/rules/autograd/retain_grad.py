@@ -50,11 +50,9 @@ def _non_leaf(analysis: Analysis, call: ast.Call, receiver: ast.expr) -> bool:
     """Whether the facts, or the line that last bound the receiver in this function, prove it
     a non-leaf; a parameter, a loop's item (`for p in model.parameters()`), a factory's
     result or anything unknown is not."""
-    fact = analysis.fact_of(receiver)
-    if fact is not None and fact.carries_graph is not None:
-        return fact.carries_graph
     if not isinstance(receiver, ast.Name):
-        return False
+        fact = analysis.fact_of(receiver)
+        return bool(fact is not None and fact.carries_graph)
     index = index_of(analysis)
     scope = enclosing_scope(index, call)
     body = scope.body if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else analysis.tree.body
@@ -64,11 +62,27 @@ def _non_leaf(analysis: Analysis, call: ast.Call, receiver: ast.expr) -> bool:
             break
         # A block's own statements come next in the walk: the last binding wins.
         bound_by = stmt.target if isinstance(stmt, (ast.For, ast.AsyncFor)) else stmt
-        if stores_name(bound_by, receiver.id):
+        if stores_name(bound_by, receiver.id) or _sets_requires_grad(stmt, receiver.id):
             binding = stmt
+    if binding is not None and _sets_requires_grad(binding, receiver.id):
+        # `t.requires_grad = True`: torch allows it on a leaf only, so past it (in every run
+        # that gets there) `t` is one.
+        return False
+    fact = analysis.fact_of(receiver)
+    if fact is not None and fact.carries_graph is not None:
+        return fact.carries_graph
     if isinstance(binding, ast.Assign) and len(binding.targets) == 1 and isinstance(binding.targets[0], ast.Name):
         return _made_by_an_op(analysis, binding.value)
     return False
+
+
+def _sets_requires_grad(stmt: ast.stmt, name: str) -> bool:
+    """`name.requires_grad = ...`: torch raises on it for a non-leaf. (Not `requires_grad_()`,
+    which a non-leaf that already requires grad takes silently.)"""
+    return isinstance(stmt, ast.Assign) and any(
+        isinstance(t, ast.Attribute) and t.attr == "requires_grad" and isinstance(t.value, ast.Name) and t.value.id == name
+        for t in stmt.targets
+    )
 
 
 def check_retain_grad(analysis: Analysis) -> list[Finding]:
@@ -95,7 +109,8 @@ SL208 = register(
         doc=RuleDoc(
             what="Flags `.retain_grad()` on a non-leaf: a tensor the facts say has a graph, or "
             "one the function computed (`h = x * 2`, `h = a.exp()`, `h = self.encoder(x)`). Silent on "
-            "leaves (parameters, `for p in model.parameters()` items, factories, `.detach()`), where "
+            "leaves (parameters, `for p in model.parameters()` items, factories, `.detach()`, a "
+            "tensor given `t.requires_grad = True`, which torch allows on a leaf only), where "
             "it does nothing, and on tensors whose origin is not known.",
             why="Non-leaf gradients are normally freed as soon as backward has passed them on. "
             "`retain_grad()` stores one in `.grad`, a tensor the size of the activation, kept "
