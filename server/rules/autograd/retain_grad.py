@@ -64,7 +64,7 @@ def _non_leaf(analysis: Analysis, call: ast.Call, receiver: ast.expr) -> bool:
         bound_by = stmt.target if isinstance(stmt, (ast.For, ast.AsyncFor)) else stmt
         if stores_name(bound_by, receiver.id) or _sets_requires_grad(stmt, receiver.id):
             binding = stmt
-    if binding is not None and _sets_requires_grad(binding, receiver.id):
+    if isinstance(binding, ast.stmt) and _sets_requires_grad(binding, receiver.id):
         # `t.requires_grad = True`: torch allows it on a leaf only, so past it (in every run
         # that gets there) `t` is one.
         return False
