@@ -61,14 +61,17 @@ def flip_conditions(sizes: Iterable[Size], run: Callable[[dict[int, Size]], Any]
     seen: set[SymExpr] = set()
     sizes = list(sizes)
     lone = {a for s in sizes if isinstance(s, SymExpr) for a in _lone_atom(s)}
+    # A factor no dim holds alone is asked too: `(n * B, d, N)` reshaped to `(B, n * d, N)`
+    # is a view when n == 1 even with B >= 2, which `n * B == 1` alone never asks.
+    factors = sorted({a for s in sizes if isinstance(s, SymExpr) for a in _product_atoms(s)} - lone)
+    sizes += [sz.atom(a) for a in factors]
     for size in sizes:
         if not isinstance(size, SymExpr) or size in seen:
             continue
         seen.add(size)
-        m = size.terms[0][0] if len(size.terms) == 1 else ()
-        if len(m) > 1 and all(e > 0 for _, e in m) and {a for a, _ in m} <= lone:
-            continue  # `h * d == 1` needs h == 1 and d == 1, each already asked
         values = sz.solve_equal_one(size)
+        if values is None and size.terms[0][1] == 1 and _product_atoms(size):
+            values = {a: 1 for a in _product_atoms(size)}  # `H * W == 1`: both are 1
         if values is None:
             if not _certainly_not_one(size):
                 out.add(not_one(size))  # cannot check it: say it is assumed
@@ -80,7 +83,18 @@ def flip_conditions(sizes: Iterable[Size], run: Callable[[dict[int, Size]], Any]
             continue
         if flipped != substitute_outcome(generic, values):
             out.add(not_one(size))
-    return frozenset(out)
+    # `n * B != 1` says nothing more once `n != 1` is there: n * B == 1 needs n == 1.
+    alone = {a for c in out if isinstance(c.a, SymExpr) for a in _lone_atom(c.a)}
+    return frozenset(c for c in out if not (isinstance(c.a, SymExpr) and not _lone_atom(c.a) and set(_product_atoms(c.a)) & alone))
+
+
+def _product_atoms(size: SymExpr) -> tuple[int, ...]:
+    """The atoms of a single product of positive powers (`n * B`, `h * d ** 2`)."""
+    if len(size.terms) == 1:
+        m, c = size.terms[0]
+        if c > 0 and all(e > 0 for _, e in m):
+            return tuple(a for a, _ in m)
+    return ()
 
 
 def _lone_atom(size: SymExpr) -> tuple[int, ...]:
