@@ -98,8 +98,10 @@ def classify_chain(analysis: Analysis, node: ast.expr) -> Subject | None:
             receiver = current.func.value
             if method in _VIEW_METHODS:
                 ops.append(("view", f".{method}()"))
-            elif method in ("detach", "detach_"):
+            elif method == "detach":
                 ops.append(("detached", ".detach()"))
+            elif method == "detach_":
+                ops.append(("self", ".detach_()"))  # detaches the tensor itself and returns it
             elif method == "clone":
                 ops.append(("copy", ".clone()"))
             elif method in _CAST_DTYPES or method == "to":
