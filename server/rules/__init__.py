@@ -28,6 +28,7 @@ ALWAYS_REPORTED = frozenset({"SL001"})
 # that measured it; `select` turns them on. code -> (precision, the audit). A rule comes back on
 # by default only when a later fresh audit measures it at 0.9 or more.
 FRESH_AUDIT_2026_12_03 = "bench/audits/fresh-audit-2026-12-03.md"
+FRESH_AUDIT_2026_12_07F = "bench/audits/fresh-audit-2026-12-07f.md"
 OFF_BY_DEFAULT: dict[str, tuple[str, str]] = {
     "SL104": ("0.00 (0/5)", FRESH_AUDIT_2026_12_03),
     "SL105": ("0.00 (0/4)", FRESH_AUDIT_2026_12_03),
@@ -38,6 +39,7 @@ OFF_BY_DEFAULT: dict[str, tuple[str, str]] = {
     "SL206": ("0.79 (27/34)", FRESH_AUDIT_2026_12_03),
     "SL210": ("0.63 (12/19)", FRESH_AUDIT_2026_12_03),
     "SL211": ("0.00 (0/6)", FRESH_AUDIT_2026_12_03),
+    "SL216": ("0.00 (0/4)", FRESH_AUDIT_2026_12_07F),
     "SL217": ("0.00 (0/4)", FRESH_AUDIT_2026_12_03),
 }
 
