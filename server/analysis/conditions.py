@@ -3,8 +3,8 @@
 A layout verdict over symbolic sizes is generic (every size >= 2). Where a size of 1 would
 change it, the verdict carries the condition `size != 1`; where `C // n` stands for an exact
 quotient, `C % n == 0`; where a function's tensor parameter was taken as contiguous, that.
-`flip_conditions` finds the first kind by asking the same question again with one size set
-to 1 and comparing the answers.
+`flip_conditions` finds the first kind by asking the same question again with one size (or
+one factor of a size) set to 1 and comparing the answers.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def shape_conditions(conditions: Iterable[Condition]) -> frozenset[Condition]:
 
 
 def flip_conditions(sizes: Iterable[Size], run: Callable[[dict[int, Size]], Any], generic: Any) -> frozenset[Condition]:
-    """`size != 1` for each size of `sizes` whose being 1 changes the answer.
+    """`size != 1` for each size of `sizes`, and each factor of one (`n` of `n * B`), whose
+    being 1 changes the answer (a product is 1 when each of its factors is).
 
     `run(values)` answers the question with atoms substituted (`{}`: as is); `generic` is
     `run({})`, comparable after substitution through `substitute_outcome`."""
