@@ -32,6 +32,10 @@ class DapError(Exception):
         self.body = body or {}
 
 
+class DapFailedInTarget(DapError):
+    """A request debugpy failed inside the target without answering (`fail_pending`)."""
+
+
 class DapTimeout(Exception):
     """No answer (or no awaited event) before the deadline."""
 
@@ -44,6 +48,7 @@ class DapClosed(Exception):
 class _Pending:
     done: threading.Event = field(default_factory=threading.Event)
     message: dict[str, Any] | None = None
+    failed: str | None = None  # why no answer will come (see `fail_pending`)
 
 
 class DapClient:
@@ -158,6 +163,8 @@ class DapClient:
                 command=command, seconds=f"{timeout:g}"))
         del self._pending[seq]
         msg = pending.message
+        if pending.failed is not None:
+            raise DapFailedInTarget(command, pending.failed)
         if msg is None:
             raise DapClosed(tr("{command}: the debug adapter closed the connection (debuggee gone?)").format(command=command))
         if not msg.get("success", False):
@@ -166,6 +173,14 @@ class DapClient:
             raise DapError(command, msg.get("message") or err or "failed", body)
         body = msg.get("body")
         return body if isinstance(body, dict) else {}
+
+    def fail_pending(self, reason: str) -> None:
+        """End every request still waiting with `reason`: debugpy inside the target failed them
+        (its error is printed there) and will never answer, so waiting for the timeout is useless."""
+        for p in list(self._pending.values()):
+            if not p.done.is_set():
+                p.failed = reason
+                p.done.set()
 
     def answered(self, seq: int) -> bool:
         """Whether the response to `seq` has come (or the connection closed)."""

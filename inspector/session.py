@@ -28,7 +28,13 @@ from typing import IO, Any
 from stridelens.i18n import tr
 from stridelens.inspector import probe as probe_module
 from stridelens.inspector import probe_parts, probe_report
-from stridelens.inspector.dap_client import DapClient, DapClosed, DapError, DapTimeout
+from stridelens.inspector.dap_client import (
+    DapClient,
+    DapClosed,
+    DapError,
+    DapFailedInTarget,
+    DapTimeout,
+)
 from stridelens.inspector.target_text import from_target
 
 PROBE = f"__import__('sys').modules[{probe_module.PRIVATE_NAME!r}]"
@@ -136,12 +142,63 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _forward(stream: IO[bytes], sink: IO[str]) -> None:
+def _forward(stream: IO[bytes], sink: IO[str], held_back: Callable[[str], bool] | None = None) -> None:
     # The adapter inherits this pipe too, so EOF may never come: a daemon thread, never joined.
     for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace")
+        if held_back is not None and held_back(line):
+            continue
         with contextlib.suppress(ValueError, OSError):
-            sink.write(raw.decode(errors="replace"))
+            sink.write(line)
             sink.flush()
+
+
+# pydevd's words when a request fails inside the target (it logs the traceback and never
+# answers): under memory pressure `evaluate` dies starting its timeout thread.
+_INTERNAL_ERROR = "Error processing internal command"
+# Lines of a (chained) traceback that are not its last, the exception.
+_TRACEBACK_PARTS = ("Traceback", "During handling of the above exception", "The above exception was")
+_SHORTAGES = ("MemoryError", "can't start new thread", "can't allocate memory", "Cannot allocate memory")
+
+
+class InternalErrorWatch:
+    """Reads the launched target's output for pydevd's "Error processing internal command"
+    traceback, hands each error line of it (a chained traceback has several) to `on_error`
+    and holds the traceback back from the user's output: it is debugpy's, and the error
+    message says what it meant."""
+
+    def __init__(self, on_error: Callable[[str], None]) -> None:
+        self.on_error = on_error
+        self._state = "out"  # "in" a traceback, "after" its error line (a chain may go on)
+
+    def __call__(self, line: str) -> bool:
+        """Whether `line` belongs to such a traceback."""
+        text = line.rstrip("\n")
+        if _INTERNAL_ERROR in text:
+            self._state = "in"
+            return True
+        if self._state == "out":
+            return False
+        if self._state == "after":
+            if text.startswith(_TRACEBACK_PARTS[1:]):
+                self._state = "in"
+            elif text:
+                self._state = "out"
+                return False
+            return True
+        if text and not text[0].isspace() and not text.startswith(_TRACEBACK_PARTS):
+            self._state = "after"
+            self.on_error(text.strip())
+        return True
+
+
+def internal_error_message(error: str) -> str:
+    """What a user reads when debugpy failed a request inside the target."""
+    if any(word in error for word in _SHORTAGES):
+        return tr("debugpy inside the target could not run the request ({error}): the target is out of memory "
+                  "(or of threads), so nothing can be read from it at this stop; break earlier, before the "
+                  "memory runs out, or inspect a smaller run").format(error=error)
+    return tr("debugpy inside the target could not run the request ({error})").format(error=error)
 
 
 _STATE_LOCK = threading.Lock()
@@ -199,9 +256,14 @@ class Session:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, env=env)
         assert self.proc.stdout is not None
-        threading.Thread(target=_forward, args=(self.proc.stdout, output or sys.stderr),
+        watch = InternalErrorWatch(self._internal_error)
+        threading.Thread(target=_forward, args=(self.proc.stdout, output or sys.stderr, watch),
                          daemon=True).start()
         self._connect_retrying("127.0.0.1", port, lambda: self.proc is not None and self.proc.poll() is not None)
+
+    def _internal_error(self, error: str) -> None:
+        if self.client is not None:
+            self.client.fail_pending(internal_error_message(error))
 
     def connect(self, host: str, port: int) -> None:
         self.progress(tr("connecting to {address}").format(address=f"{host}:{port}"))
@@ -459,9 +521,13 @@ class Session:
             raise TargetGone(self._exit_message(tr("during the inspection"))) from e
         except DapTimeout as e:
             raise InspectError(str(e)) from e
+        except DapFailedInTarget as e:
+            raise InspectError(e.message) from e
         except DapError as e:
             if self._target_gone():
                 raise TargetGone(self._exit_message(tr("during the inspection"))) from e
+            if any(word in e.message for word in _SHORTAGES):
+                raise InspectError(internal_error_message(e.message)) from e
             raise InspectError(tr("evaluation failed in the target: {message}").format(message=e.message)) from e
         result = str(body.get("result", ""))
         if result[:1] in "'\"" and result[-1:] == result[:1]:

@@ -192,6 +192,18 @@ def test_pid_attach(target: Any, inspect_cli: Any, tmp_path: Path) -> None:
     assert r.json()["memory"]["tensor_count"] >= 2
 
 
+def test_pid_target_that_exits_during_the_report(target: Any, inspect_cli: Any, tmp_path: Path) -> None:
+    if shutil.which("gdb") is None:
+        pytest.skip("gdb is not installed: PID attach needs it (apt-get install gdb)")
+    proc = target(PID_TARGET, ready_file=tmp_path / "ready")
+    r = inspect_cli("--pid", str(proc.pid), "--expr", "__import__('os')._exit(3)", "--memory", timeout=150)
+    if r.rc != 0 and ("ptrace" in r.err.lower() or "not permitted" in r.err.lower()):
+        pytest.skip(f"ptrace is not permitted here: {r.err.strip()[-200:]}")
+    assert r.rc == 1 and "the target exited during the inspection" in r.err, r.err
+    assert "Traceback" not in r.err
+    assert proc.wait(timeout=20) == 3
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -253,6 +265,44 @@ def test_target_exits_before_breakpoint(script: Any, inspect_cli: Any) -> None:
     r = inspect_cli("--launch", str(p), "--break", f"{p}:{marker_line(p)}", "--frame", timeout=60)
     assert r.rc == 1 and "exited (exit code 0) before any breakpoint was hit" in r.err, r.err
     assert "Traceback" not in r.err
+
+
+def test_breakpoint_in_a_file_the_target_never_runs(script: Any, inspect_cli: Any) -> None:
+    main = script("main.py", "import torch\nx = torch.ones(3)\nprint(x)\n")
+    other = script("other.py", "def helper():\n    return 1\n")
+    r = inspect_cli("--launch", str(main), "--break", f"{other}:2", "--frame", timeout=60)
+    assert r.rc == 1 and "exited (exit code 0) before any breakpoint was hit" in r.err, r.err
+    assert "Traceback" not in r.err
+
+
+OUT_OF_MEMORY = """
+    import resource
+    import torch
+    big = torch.ones(1 << 22)
+    with open("/proc/self/status") as status:
+        size = next(int(line.split()[1]) for line in status if line.startswith("VmSize")) * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (size + (8 << 20), resource.RLIM_INFINITY))
+    blocks = []
+    try:
+        while True:
+            blocks.append(bytearray(1 << 20))
+    except MemoryError:
+        pass
+    print(len(blocks))  # inspect here
+"""
+
+
+def test_target_out_of_memory_says_so(script: Any, inspect_cli: Any) -> None:
+    """A target that has used up its address space: debugpy cannot even start the thread an
+    evaluation needs, fails the request inside the target and never answers. The inspector
+    says why at once (not "no answer within 60 s") and hides debugpy's own traceback."""
+    p = script("oom.py", OUT_OF_MEMORY)
+    start = time.monotonic()
+    r = inspect_cli("--launch", str(p), "--break", f"{p}:{marker_line(p)}", "--memory", "--expr", "big", timeout=90)
+    assert r.rc == 1, r.err
+    assert "out of memory" in r.err and "break earlier" in r.err, r.err
+    assert "Traceback" not in r.err and "Error processing internal command" not in r.err, r.err
+    assert time.monotonic() - start < 45  # well before the request timeout
 
 
 def test_target_without_torch(script: Any, inspect_cli: Any) -> None:
@@ -376,3 +426,27 @@ def test_memory_names_gradients_optimizer_state_and_groups_alike_rows(inspect_cl
     # The frame: losses[0..19] on one row.
     assert "20 × 4 B cpu losses[0..19] () float32 () 0 yes" in rows, res.out
     assert "losses[3]" not in res.out
+
+
+def test_internal_error_watch_takes_the_last_line_of_a_chained_traceback() -> None:
+    """pydevd's traceback of a failed request, chained: the error is its last line, and every
+    line of it is held back from the target's output; the target's own lines are not."""
+    seen: list[str] = []
+    watch = session_module.InternalErrorWatch(seen.append)
+    lines = [
+        "epoch 1\n",
+        "3.52s - Error processing internal command.\n",
+        "Traceback (most recent call last):\n",
+        '  File "pydevd.py", line 2319, in _do_wait_suspend\n',
+        "MemoryError\n",
+        "\n",
+        "During handling of the above exception, another exception occurred:\n",
+        "\n",
+        "Traceback (most recent call last):\n",
+        '  File "threading.py", line 964, in start\n',
+        "RuntimeError: can't start new thread\n",
+        "epoch 2\n",
+    ]
+    held = [watch(line) for line in lines]
+    assert held == [False] + [True] * 10 + [False]
+    assert seen == ["MemoryError", "RuntimeError: can't start new thread"]
