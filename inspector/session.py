@@ -156,9 +156,14 @@ def _forward(stream: IO[bytes], sink: IO[str], held_back: Callable[[str], bool] 
 # pydevd's words when a request fails inside the target (it logs the traceback and never
 # answers): under memory pressure `evaluate` dies starting its timeout thread.
 _INTERNAL_ERROR = "Error processing internal command"
-# Lines of a (chained) traceback that are not its last, the exception.
-_TRACEBACK_PARTS = ("Traceback", "During handling of the above exception", "The above exception was")
+# Lines of a traceback that are not an exception: its header, and what chains two of them.
+_CHAIN_HEADERS = ("During handling of the above exception", "The above exception was")
+_TRACEBACK_HEADERS = ("Traceback", *_CHAIN_HEADERS)
 _SHORTAGES = ("MemoryError", "can't start new thread", "can't allocate memory", "Cannot allocate memory")
+
+
+def _out_of_memory(error: str) -> bool:
+    return any(word in error for word in _SHORTAGES)
 
 
 class InternalErrorWatch:
@@ -180,13 +185,13 @@ class InternalErrorWatch:
         if self._state == "out":
             return False
         if self._state == "after":
-            if text.startswith(_TRACEBACK_PARTS[1:]):
+            if text.startswith(_CHAIN_HEADERS):
                 self._state = "in"
             elif text:
                 self._state = "out"
                 return False
             return True
-        if text and not text[0].isspace() and not text.startswith(_TRACEBACK_PARTS):
+        if text and not text[0].isspace() and not text.startswith(_TRACEBACK_HEADERS):
             self._state = "after"
             self.on_error(text.strip())
         return True
@@ -194,7 +199,7 @@ class InternalErrorWatch:
 
 def internal_error_message(error: str) -> str:
     """What a user reads when debugpy failed a request inside the target."""
-    if any(word in error for word in _SHORTAGES):
+    if _out_of_memory(error):
         return tr("debugpy inside the target could not run the request ({error}): the target is out of memory "
                   "(or of threads), so nothing can be read from it at this stop; break earlier, before the "
                   "memory runs out, or inspect a smaller run").format(error=error)
@@ -526,7 +531,7 @@ class Session:
         except DapError as e:
             if self._target_gone():
                 raise TargetGone(self._exit_message(tr("during the inspection"))) from e
-            if any(word in e.message for word in _SHORTAGES):
+            if _out_of_memory(e.message):
                 raise InspectError(internal_error_message(e.message)) from e
             raise InspectError(tr("evaluation failed in the target: {message}").format(message=e.message)) from e
         result = str(body.get("result", ""))

@@ -428,9 +428,10 @@ def test_memory_names_gradients_optimizer_state_and_groups_alike_rows(inspect_cl
     assert "losses[3]" not in res.out
 
 
-def test_internal_error_watch_takes_the_last_line_of_a_chained_traceback() -> None:
-    """pydevd's traceback of a failed request, chained: the error is its last line, and every
-    line of it is held back from the target's output; the target's own lines are not."""
+def test_internal_error_watch_reads_each_error_of_a_chained_traceback() -> None:
+    """pydevd's traceback of a failed request, chained: each exception line of it is handed
+    on, and every line of it is held back from the target's output; the target's own lines
+    are not."""
     seen: list[str] = []
     watch = session_module.InternalErrorWatch(seen.append)
     lines = [
