@@ -19,7 +19,7 @@ from stridelens.server.analysis import sizes as sz
 from stridelens.server.analysis import symbolic_einops as sym_einops
 from stridelens.server.analysis import torch_api as api
 from stridelens.server.analysis.dtypes import NOT_MODELLED, op_dtype
-from stridelens.server.analysis.facts import TensorFact, with_fields
+from stridelens.server.analysis.facts import TensorFact, new_fact, with_fields
 from stridelens.server.analysis.interp_support import (
     _ROW_MAJOR_RESULTS,
     _STRIDED_RESULTS,
@@ -294,6 +294,13 @@ class TorchCallsMixin:
     def torch_function(
         self: Interpreter, path: str, leaf: str, args: list[Value], kwargs: dict[str, Value], node: ast.Call, scope: Scope, *, functional: bool
     ) -> Value:
+        first = args[0] if args else kwargs.get("input")
+        if isinstance(first, TensorFact):
+            through = _returns_its_input(leaf, args, kwargs, functional)
+            if through is True:  # `F.relu(x, inplace=True)`, `torch.relu_(x)`: x itself
+                return first
+            if through is None:  # `F.dropout(x, p, self.training)`: x itself in eval mode
+                return self._maybe_its_input(first, scope)
         tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, TensorFact)]
         seqs = [a for a in args if isinstance(a, (SeqValue, ListOf))]
         unknown = any(self._may_be_a_tensor(a) for a in [*args, *kwargs.values()])
@@ -324,6 +331,38 @@ class TorchCallsMixin:
             self._event("replay-error", node, f"{path}: {_first_line(err)}")
             return self._with_op_dtype(self._symbolic_new(tensors, scope, leaf, unknown), leaf, [*args, *_operand_kwargs(kwargs)])
         return self._from_output(out, tensors[0], node, f"{leaf}()")
+
+    def _maybe_its_input(self: Interpreter, tensor: TensorFact, scope: Scope) -> TensorFact:
+        """The result of an op that returns `tensor` itself or a new tensor of its shape and
+        dtype (a dropout whose mode is unknown): neither storage identity nor view-ness is
+        known, and under no_grad it requires grad as `tensor` may."""
+        dense = tensor.contiguous is True
+        if scope.grad_enabled:
+            grad = tensor.requires_grad  # a new tensor needs grad exactly when its input does
+        else:
+            grad = False if tensor.requires_grad is False else None
+        graph = False if tensor.requires_grad is False and tensor.carries_graph is False else None
+        if tensor.sym is not None:
+            layout = tensor.sym
+            # A new tensor is laid out afresh (offset 0): only a dense input's layout is both's.
+            same = lay.Layout(
+                layout.shape,
+                layout.strides if dense else None,
+                0 if dense and layout.offset == 0 else None,
+            )
+            out = self.symops.tensor(same, tensor, view_of_input=None, assumes=tensor.assumes, scope=scope, grad=grad)
+            return with_fields(out, carries_graph=graph)
+        return new_fact(
+            shape=tensor.shape,
+            dtype=tensor.dtype,
+            device=tensor.device,
+            strides=tensor.strides if dense else None,
+            storage_offset=0 if dense and tensor.storage_offset == 0 else None,
+            contiguous=True if dense else None,
+            assumes=tensor.assumes if dense else frozenset(),
+            requires_grad=grad,
+            carries_graph=graph,
+        )
 
     def _maybe_tensors(self: Interpreter, operands: list[Value]) -> bool:
         """Is an operand a value the analysis cannot follow (maybe a tensor: `einops.einsum`'s)?"""
@@ -737,6 +776,9 @@ class TorchCallsMixin:
                 base, dtype=dtype, is_view=False, storage_key=tensor.storage_key, view_of=tensor.view_of,
                 requires_grad=False, carries_graph=False,
             )
+        if name == "real" and (tensor.dtype is None or not tensor.dtype.startswith("complex")):
+            # `x.real` of a real tensor is x itself (no `_base`); of a complex one, a view.
+            return tensor if tensor.dtype is not None else with_fields(base, storage_key=tensor.storage_key)
         if name in api.VIEW_METHODS:
             return with_fields(base, is_view=True, storage_key=tensor.storage_key, view_of=tensor.view_of, permuted_by=tensor.permuted_by)
         if name == "contiguous":
@@ -835,9 +877,12 @@ class TorchCallsMixin:
                 fact = fact.with_note(f"copy ({format_bytes(result.nbytes)})", f"{text} of a non-contiguous tensor", line)
             elif shares:
                 fact = fact.with_note("view, no copy", text, line)
-        elif shares and name in api.VIEW_METHODS:
+        elif shares and name in api.VIEW_METHODS and result.is_view is not False and result is not source:
             changed = result.contiguous is False and source.contiguous is not False
-            fact = fact.with_note("non-contiguous view" if changed else "view (shares storage)", text, line)
+            if result.is_view is None:  # `x.real` of a dtype unknown here: x itself, or a view
+                fact = fact.with_note("shares storage", text, line)
+            else:
+                fact = fact.with_note("non-contiguous view" if changed else "view (shares storage)", text, line)
         return fact
 
 
@@ -872,6 +917,45 @@ def _default_factory_dtype(name: str, args: list[Value]) -> str | None:
 
 # torch functions whose result (or its indices) is an int64 tensor whatever they are given.
 _INDICES_WHATEVER = frozenset({"multinomial", "argmax", "argmin", "argsort", "topk", "sort"})
+
+
+def _argument(args: list[Value], kwargs: dict[str, Value], position: int, name: str, default: Value) -> Value:
+    if len(args) > position:
+        return args[position]
+    return kwargs.get(name, default)
+
+
+def _is(value: Value, flag: bool) -> bool:
+    return isinstance(value, Const) and value.value is flag
+
+
+def _returns_its_input(leaf: str, args: list[Value], kwargs: dict[str, Value], functional: bool) -> bool | None:
+    """Does `leaf` hand back its input itself (True), maybe (None), or a new tensor (False)?"""
+    inplace: Value = Const(False)
+    if functional:
+        position = api.INPLACE_POSITION.get(leaf)
+        if position is None:
+            return False
+        inplace = _argument(args, kwargs, position, "inplace", Const(False))
+        if _is(inplace, True):
+            return True
+        if leaf not in api.DROPOUTS:
+            return False if _is(inplace, False) else None
+        p = _argument(args, kwargs, 1, "p", Const(0.5))
+        training = _argument(args, kwargs, 2, "training", Const(True))
+    elif leaf.endswith("_"):  # torch.relu_(x)
+        return True
+    elif leaf == "dropout":  # torch.dropout(input, p, train)
+        p = _argument(args, kwargs, 1, "p", UNKNOWN)
+        training = _argument(args, kwargs, 2, "train", UNKNOWN)
+    else:
+        return False
+    rate = p.value if isinstance(p, Const) and type(p.value) in (int, float) else None
+    if _is(training, False) or rate == 0:
+        return True
+    if _is(training, True) and rate is not None and rate > 0 and _is(inplace, False):
+        return False
+    return None
 
 
 def _parameter_requires_grad(args: list[Value], kwargs: dict[str, Value]) -> bool | None:

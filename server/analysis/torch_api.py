@@ -59,6 +59,20 @@ FUNCTIONAL = frozenset(
 
 CONV_FUNCTIONS = frozenset({"conv1d", "conv2d", "conv3d"})
 
+# torch.nn.functional ops that take `inplace` (its position when passed positionally): with
+# `inplace=True` they return their input itself, not a new tensor.
+INPLACE_POSITION = {
+    "relu": 1, "relu6": 1, "silu": 1, "selu": 1, "mish": 1, "hardswish": 1, "hardsigmoid": 1,
+    "elu": 2, "celu": 2, "leaky_relu": 2, "hardtanh": 3, "threshold": 3, "rrelu": 4,
+    "dropout": 3, "dropout1d": 3, "dropout2d": 3, "dropout3d": 3, "alpha_dropout": 3,
+    "feature_alpha_dropout": 3,
+}  # fmt: skip
+# Dropouts return their input itself in eval mode or with p == 0 (`F.dropout(x, p,
+# training=False) is x`), a new tensor only when training with p > 0.
+DROPOUTS = frozenset(
+    {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
+)
+
 # Methods of Tensor the analysis may call on meta tensors.
 TENSOR_METHODS = frozenset(
     {
