@@ -18,13 +18,22 @@ processes stridelens owns (never for a library caller of `analyze_source`):
 - `hold()` / `release()` do the same across the server's symbolic pass and its publish:
   everything the pass makes stays alive until it ends, so its three or so collections
   (0.13-0.15 s of ~1 s on a 3,000-line file) found nothing; one collection after the
-  diagnostics are out does the same job off the user's wait.
+  diagnostics are out does the same job off the user's wait;
+- `analysing()` holds collections off across each of the server's analyses and then
+  freezes what they made: a finished analysis stays alive as the document's, and an
+  analysis leaves no garbage cycles (measured: none on a 3,000-line file, exact or
+  symbolic), so walking it found nothing. Unfrozen, the young generation held up to 50,000
+  of its objects and each collection cost 15-100 ms, some of them on an edit's answer;
+- `collect_frozen()` unfreezes, collects everything once, and freezes again: the server
+  calls it when the user has paused, so replaced analyses frozen meanwhile that did form a
+  cycle are freed too (refcounting frees the rest at once, frozen or not).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Iterator
 
 YOUNG_THRESHOLD = 50_000
@@ -62,3 +71,39 @@ def paused() -> Iterator[None]:
         yield
     finally:
         release(was_enabled)
+
+
+_lock = threading.Lock()
+_analyses = 0  # analyses running now (each in a worker thread)
+_was_enabled = True
+
+
+@contextlib.contextmanager
+def analysing() -> Iterator[None]:
+    """No collection while an analysis runs (on any thread); what the analyses made is
+    frozen when the last one ends."""
+    global _analyses, _was_enabled
+    with _lock:
+        if _analyses == 0:
+            _was_enabled = hold()
+        _analyses += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _analyses -= 1
+            if _analyses == 0:
+                gc.freeze()
+                release(_was_enabled)
+
+
+def collect_frozen() -> int:
+    """Collect everything once (frozen objects included), then freeze what is left; the
+    number of objects freed. Not while an analysis runs: it would walk what that made."""
+    with _lock:
+        if _analyses:
+            return 0
+        gc.unfreeze()
+        found = gc.collect()
+        gc.freeze()
+        return found

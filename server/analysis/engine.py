@@ -166,6 +166,7 @@ class Analysis:
     events: list[ReplayEvent]
     timed_out: bool
     exact: bool
+    steps: int = 0  # statements interpreted (what `budget_steps` counts)
     grad_enabled: dict[ast.stmt, bool] = field(default_factory=dict)
     # Symbolic analyses only: storages whose sizes an exact (replayed) pass would know.
     sized_storages: set[int] = field(default_factory=set)
@@ -300,16 +301,19 @@ def analyze_source(
     *,
     replay: bool = True,
     budget_steps: int | None = DEFAULT_BUDGET_STEPS,
+    file_text: str | None = None,
 ) -> Analysis:
     """Analyse one file's text. Never executes it; never raises on bad input. `budget_steps`:
-    statements interpreted before the analysis stops (`timed_out`; None: no limit)."""
+    statements interpreted before the analysis stops (`timed_out`; None: no limit).
+    `file_text`: the whole file, where `source` is part of it (its other bodies blanked):
+    file-wide choices (does the file change a dtype, freeze parameters) are read from it."""
     source = source.removeprefix("\ufeff")
     if not source.isascii() and _LONE_SURROGATE.search(source):
         # An editor buffer may hold a lone UTF-16 surrogate; nothing can encode or parse it.
         # U+FFFD is one character and one UTF-16 unit too, so every column stays put.
         source = _LONE_SURROGATE.sub("\ufffd", source)
     parsed = parse_tolerant(source)
-    interpreter = Interpreter(parsed.tree, replay=replay, budget_steps=budget_steps, source=source)
+    interpreter = Interpreter(parsed.tree, replay=replay, budget_steps=budget_steps, source=source, file_text=file_text)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's own UserWarnings during replay
         interpreter.run()
@@ -329,6 +333,7 @@ def analyze_source(
         values=interpreter.facts,
         events=events,
         timed_out=interpreter.timed_out,
+        steps=interpreter.steps,
         exact=replay,
         grad_enabled=interpreter.grad_enabled,
         sized_storages=interpreter.sized_storages,

@@ -58,9 +58,14 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
     _expr_handlers: dict[type, Any]
     _stmt_handlers: dict[type, Any]
 
-    def __init__(self, tree: ast.Module, *, replay: bool, budget_steps: int | None, source: str | None = None) -> None:
+    def __init__(
+        self, tree: ast.Module, *, replay: bool, budget_steps: int | None, source: str | None = None, file_text: str | None = None
+    ) -> None:
         self.tree = tree
         self._lines = source.splitlines() if source is not None else []
+        # What the file-wide choices below read: the whole file's text, where `source` is only
+        # part of it (the language server's edited blocks, the other bodies blanked).
+        source = file_text if file_text is not None else source
         # Whether parameter ranks may show in a `permute` (most files: no; skip looking).
         self.mentions_permute = source is None or "permute" in source
         # Whether einops or einsum patterns may give parameter ranks (interp_sizes.pattern_ranks).
@@ -221,6 +226,10 @@ class Interpreter(StatementsMixin, UserCallsMixin, ExpressionsMixin, TorchCallsM
         """The source lines of a statement (a function, a class), or None without the source.
         Reading text is cheaper than walking a body's tree (an eighth of check on timm)."""
         return "\n".join(self._lines[node.lineno - 1 : node.end_lineno]) if self._lines else None
+
+    @property
+    def steps(self) -> int:
+        return self._steps
 
     def _tick(self) -> None:
         self._steps += 1

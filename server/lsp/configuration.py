@@ -14,7 +14,7 @@ Keys (the same in initializationOptions and in the `stridelens` configuration se
                   `stridelens record` saw at run time, marked "(run)"; never for facts
                   recorded on another version of the file              default false
     replay        bool: exact facts from meta replay (imports torch)  default true
-    debounceMs    int, 0..5000: wait after a change before analysing  default 50
+    debounceMs    int, 0..5000: wait after a change while an analysis runs  default 50
     locale        "en" | "zh-CN" | "auto" (or ""): messages' language   default "auto":
                   initialize's `locale`, else LC_ALL / LC_MESSAGES / LANG
 

@@ -8,12 +8,16 @@ characters); LSP speaks 0-based lines and columns in the negotiated position enc
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
+from lsprotocol.converters import get_converter
 
-from stridelens.server.analysis import Analysis
+from stridelens.server.analysis import Analysis, collector
 from stridelens.server.analysis.positions import (
     byte_to_char,
     char_to_byte,
@@ -22,6 +26,8 @@ from stridelens.server.analysis.positions import (
 )
 from stridelens.server.lsp.configuration import Settings
 from stridelens.server.rules import Finding
+
+T = TypeVar("T")
 
 
 class Encoding:
@@ -82,11 +88,16 @@ class DocState:
     symbolic: Snapshot | None = None
     exact: Snapshot | None = None
     published: list[Finding] = field(default_factory=list)
-    published_diagnostics: list[types.Diagnostic] = field(default_factory=list)
+    # What the last publishDiagnostics sent, as sent (diagnostics.WireDiagnostics).
+    published_wire: list[dict[str, Any]] = field(default_factory=list)
+    _published_objects: list[types.Diagnostic] | None = field(default=None, repr=False, compare=False)
     published_version: int | None = None
     task: asyncio.Task[None] | None = None
     # A symbolic analysis made on demand for a text no finished run covers yet.
     adhoc: Snapshot | None = None
+    # Analyses of this document running on a worker thread now (`counted`).
+    running: int = 0
+    _running_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.lines = split_lines(self.text)
@@ -95,6 +106,34 @@ class DocState:
         self.text = text
         self.version = version
         self.lines = split_lines(text)
+
+    @property
+    def published_diagnostics(self) -> list[types.Diagnostic]:
+        """The last published diagnostics as lsprotocol objects (made when first asked: code
+        actions and notebook cells need them, a publish does not)."""
+        if self._published_objects is None:
+            self._published_objects = get_converter().structure(self.published_wire, list[types.Diagnostic])
+        return self._published_objects
+
+    def set_published(self, wire: list[dict[str, Any]]) -> None:
+        self.published_wire = wire
+        self._published_objects = None
+
+    def counted(self, job: Callable[[], T]) -> Callable[[], T]:
+        """`job`, counted in `running` while a worker thread runs it (with the collector
+        held off: collector.analysing)."""
+
+        def run() -> T:
+            with self._running_lock:  # the two lanes' threads may run this document at once
+                self.running += 1
+            try:
+                with collector.analysing():
+                    return job()
+            finally:
+                with self._running_lock:
+                    self.running -= 1
+
+        return run
 
     def current(self) -> Snapshot | None:
         """The best finished analysis of the current text: exact before symbolic."""

@@ -37,7 +37,7 @@ from stridelens.server.lsp.configuration import (
     project_settings,
 )
 from stridelens.server.lsp.documents import DocState, Encoding, Snapshot, split_lines, uri_to_path
-from stridelens.server.lsp.partial import PartialText, partial_text
+from stridelens.server.lsp.partial import PartialText, edit_findings, partial_text
 from stridelens.server.lsp.protocol import StridelensProtocol
 from stridelens.server.lsp.transport import run_stdio, run_tcp
 from stridelens.server.lsp.worker import EXACT_BUDGET_STEPS, SYMBOLIC_BUDGET_STEPS, Worker
@@ -63,6 +63,8 @@ def budget_steps(exact: bool) -> int:
 
 CONFIG_SECTION = "stridelens"
 ANALYZED = "stridelens/analyzed"
+EDITED_BLOCKS = "edited blocks"  # `stridelens/analyzed`'s scope of an edit's final findings
+IDLE_COLLECT_S = 2.0  # a full garbage collection this long after the last edit and analysis
 QUIET_S = 0.4  # after an edit answered from its blocks, wait this long before the whole file
 # Tests only: pretend torch takes this long to import (the "answers before torch" path).
 TORCH_DELAY_ENV = "STRIDELENS_LSP_TORCH_DELAY_S"
@@ -91,6 +93,8 @@ class StridelensServer(LanguageServer):
         self.client_locale: str | None = None  # initialize's `locale`
         self.symbolic_runs = 0  # symbolic passes in flight: torch's import waits for them
         self._collector_was_on = True  # the collector's state before the symbolic passes held it
+        self._idle_collect: asyncio.TimerHandle | None = None
+        self._wire: dict[str, diagnostics.WireDiagnostics] = {}  # per document uri
         self.started = time.monotonic()
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self.overran: set[str] = set()  # documents whose final analysis stopped at its budget (told once)
@@ -270,9 +274,14 @@ class StridelensServer(LanguageServer):
             self.open(uri, text, version)
             return
         state.set_text(text, version)
-        self.schedule(state, self.settings.debounce_ms / 1000)
+        if self._idle_collect is not None:
+            self._collect_when_idle()  # the user is typing: not yet
+        # Nothing of this document running: analyse at once (an edit's answer comes in tens
+        # of milliseconds). While a run is going, wait for a pause in typing before the next.
+        self.schedule(state, self.settings.debounce_ms / 1000 if state.running else 0.0)
 
     def close(self, uri: str) -> None:
+        self._wire.pop(uri, None)
         state = self.docs.pop(uri, None)
         if state is not None and state.task is not None:
             state.task.cancel()
@@ -335,23 +344,8 @@ class StridelensServer(LanguageServer):
         previous = state.exact
         exact_on = self.exact_ready and self.settings.replay
         edited = exact_on and previous is not None and previous.text != text
-        if edited and previous is not None:
-            old_lines = split_lines(previous.text)
-            old_tree = previous.analysis.tree
-            fast = await self.worker.run_exact(
-                lambda: self._partial(old_tree, old_lines, state.lines, state.path)
-            )
-            if state.text != text:
-                return
-            if fast is not None:
-                part, findings = fast
-                carried = [
-                    f
-                    for f in diagnostics.carry_over(previous.findings, old_lines, state.lines)
-                    if not part.first <= f.line <= part.last
-                ]
-                self.publish(state, diagnostics.merge(carried, findings))
-                await asyncio.sleep(QUIET_S)  # the whole-file pass waits for a pause in typing
+        if edited and previous is not None and not await self._answer_edit(state, previous, text, version):
+            return  # the text changed meanwhile
         if not edited or state.published_version != version:
             # Torch's arrival reschedules the settled documents: one whose text has its symbolic
             # analysis already goes straight to the exact pass (the symbolic one was ~1 s of a
@@ -363,7 +357,7 @@ class StridelensServer(LanguageServer):
                     self._collector_was_on = collector.hold()  # until the publish below (collector.py)
                 self.symbolic_runs += 1
                 try:
-                    symbolic = await self.worker.run_fast(lambda: self._snapshot(text, version, state.path, False))
+                    symbolic = await self.worker.run_fast(state.counted(lambda: self._snapshot(text, version, state.path, False)))
                 finally:
                     self.symbolic_runs -= 1
                     if self.symbolic_runs == 0:  # runs after this step's publish below
@@ -387,7 +381,10 @@ class StridelensServer(LanguageServer):
                 self.publish(state, diagnostics.merge(carried, symbolic.findings))
             elif previous is None and not settled:
                 self.publish(state, symbolic.findings)
-        exact = await self.worker.run_exact(lambda: self._snapshot(text, version, state.path, True))
+        # Not kept past here: the previous analysis is freed as state.exact replaces it, before
+        # the announce (a 3,000-line file's takes ~20 ms to free).
+        previous = None
+        exact = await self.worker.run_exact(state.counted(lambda: self._snapshot(text, version, state.path, True)))
         exact = await self._checked(exact)
         if state.text != text:
             return
@@ -398,6 +395,76 @@ class StridelensServer(LanguageServer):
         self.tell_if_overrun(state, exact)
         if first_exact:
             self.refresh_inlay_hints()
+        self._collect_when_idle()
+
+    async def _answer_edit(self, state: DocState, previous: Snapshot, text: str, version: int | None) -> bool:
+        """After an edit, the diagnostics from the edited blocks: final where nothing else can
+        see the edit, else provisional (the other blocks' previous findings, moved). False
+        when the text changed meanwhile."""
+        old_lines = split_lines(previous.text)
+        new_lines = state.lines
+        final = await self.worker.run_exact(
+            state.counted(lambda: self._final(previous, old_lines, new_lines, text, state.path))
+        )
+        if state.text != text:
+            return False
+        if final is not None:
+            # The whole file's findings: published as exact. The whole-file pass still follows
+            # (hovers and inlay hints read it).
+            self.publish(state, final)
+            self.announce(state, Snapshot(version, text, previous.analysis, final, True), scope=EDITED_BLOCKS)
+            await asyncio.sleep(QUIET_S)
+            return state.text == text
+        old_tree = previous.analysis.tree
+        fast = await self.worker.run_exact(
+            state.counted(lambda: self._partial(old_tree, old_lines, new_lines, state.path))
+        )
+        if state.text != text:
+            return False
+        if fast is not None:
+            part, findings = fast
+            carried = [
+                f
+                for f in diagnostics.carry_over(previous.findings, old_lines, state.lines)
+                if not part.first <= f.line <= part.last
+            ]
+            self.publish(state, diagnostics.merge(carried, findings))
+            await asyncio.sleep(QUIET_S)  # the whole-file pass waits for a pause in typing
+        return state.text == text
+
+    def _collect_when_idle(self) -> None:
+        """One full collection IDLE_COLLECT_S after the last edit and analysis (see
+        collector.collect_frozen): never while the user types."""
+        if self._idle_collect is not None:
+            self._idle_collect.cancel()
+        self._idle_collect = asyncio.get_running_loop().call_later(IDLE_COLLECT_S, self._collect_if_idle)
+
+    def _collect_if_idle(self) -> None:
+        self._idle_collect = None
+        if any(s.task is not None and not s.task.done() for s in self.docs.values()):
+            self._collect_when_idle()  # a run is going: after it
+            return
+        start = time.perf_counter()
+        freed = collector.collect_frozen()
+        log.info("idle collection: %d objects freed in %.3f s", freed, time.perf_counter() - start)
+
+    def _final(
+        self, previous: Snapshot, old_lines: list[str], new_lines: list[str], text: str, path: str
+    ) -> list[Any] | None:
+        """The new text's whole-file findings from a run over only the blocks the edit can
+        reach (partial.py: `closed`), or None where that is not known to be the same."""
+        if previous.settings != self.settings or len(text) > MAX_DOCUMENT_CHARS:
+            return None
+        start = time.perf_counter()
+        answer = edit_findings(
+            previous.analysis, previous.findings, old_lines, new_lines, text, path, self.settings, budget_steps(True)
+        )
+        if answer is None:
+            return None
+        findings, kept = answer
+        log.info("analysed %s (edited blocks, final, %d of %d lines) in %.3f s", path or "<untitled>",
+                 kept, len(new_lines), time.perf_counter() - start)
+        return findings
 
     def _partial(
         self, old_tree: ast.Module, old_lines: list[str], new_lines: list[str], path: str
@@ -411,9 +478,8 @@ class StridelensServer(LanguageServer):
     def publish(self, state: DocState, findings: list[Any]) -> None:
         state.published = findings
         state.published_version = state.version
-        state.published_diagnostics = diagnostics.to_diagnostics(
-            findings, state.lines, self.encoding, self.settings, state.version
-        )
+        wire = self._wire.setdefault(state.uri, diagnostics.WireDiagnostics())
+        state.set_published(wire(findings, state.lines, self.encoding, self.settings, state.version))
         if self.notebooks.is_notebook(state.uri):  # a notebook's program: each cell gets its own
             for span in self.notebooks.spans[state.uri]:
                 self.text_document_publish_diagnostics(
@@ -422,10 +488,13 @@ class StridelensServer(LanguageServer):
                     )
                 )
             return
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(
-                uri=state.uri, version=state.version, diagnostics=state.published_diagnostics
-            )
+        # As lsprotocol would send it, without rebuilding every diagnostic through its classes.
+        self.protocol._send_data(
+            {
+                "jsonrpc": "2.0",
+                "method": types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
+                "params": {"uri": state.uri, "version": state.version, "diagnostics": state.published_wire},
+            }
         )
 
     def tell_if_overrun(self, state: DocState, snap: Snapshot) -> None:
@@ -443,12 +512,13 @@ class StridelensServer(LanguageServer):
             )
         )
 
-    def announce(self, state: DocState, snap: Snapshot) -> None:
-        """`stridelens/analyzed`: a run finished (clients may show it; tests wait on it)."""
-        self.protocol.notify(
-            ANALYZED,
-            {"uri": state.uri, "version": state.version, "exact": snap.exact, "findings": len(snap.findings)},
-        )
+    def announce(self, state: DocState, snap: Snapshot, scope: str | None = None) -> None:
+        """`stridelens/analyzed`: a run finished (clients may show it; tests wait on it).
+        `scope`: the diagnostics are the whole file's, from a run over part of it only."""
+        params: dict[str, Any] = {"uri": state.uri, "version": state.version, "exact": snap.exact, "findings": len(snap.findings)}
+        if scope is not None:
+            params["scope"] = scope
+        self.protocol.notify(ANALYZED, params)
 
     async def fix_all_text(self, state: DocState) -> str:
         """The document with every safe fix applied, re-analysed until none is left."""

@@ -170,6 +170,7 @@ class LspProcess:
         def match(m: dict[str, Any]) -> bool:
             p = m.get("params") or {}
             return (m.get("method") == "stridelens/analyzed" and p.get("uri") == uri
+                    and "scope" not in p  # a whole-file run's
                     and (exact is None or p.get("exact") == exact)
                     and (version is None or p.get("version") == version))  # fmt: skip
 

@@ -69,11 +69,15 @@ class Session:
         version: int | None = None,
         since: int = 0,
         timeout: float = 60.0,
+        scope: str | None = None,
     ) -> dict[str, Any]:
+        """The first `stridelens/analyzed` that matches: by default a whole-file run's, with
+        `scope` ("edited blocks") the final findings of a run over part of the file."""
+
         async def wait() -> dict[str, Any]:
             while True:
                 for item in self.analyzed[since:]:
-                    if item["uri"] != uri:
+                    if item["uri"] != uri or item.get("scope") != scope:
                         continue
                     if exact is not None and item["exact"] != exact:
                         continue
