@@ -4,9 +4,9 @@ The engine analyses whole files; on a 3,000-line file the exact pass plus the ru
 seconds. After an edit inside function or class bodies, or of a module-level statement
 other than an import, the other bodies are blanked (lines kept, so positions do not move)
 and the rest of the module (imports, module-level code) kept, and only that text is
-analysed. Its findings inside the edited blocks, plus
-the previous exact findings elsewhere (moved with the edit), are published at once; the
-whole-file exact pass replaces them when the user pauses.
+analysed. Its findings inside the edited blocks, plus the previous exact findings elsewhere
+(moved with the edit), are published at once; the whole-file exact pass replaces them when
+the user pauses.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class PartialText:
     # are closed under naming, so there this run's findings are the whole file's (`final`).
     spans: tuple[tuple[int, int], ...] = ()
     final: bool = False
+    changed: tuple[int, int, int] = (0, 0, 0)  # `changed_block(old_lines, new_lines)`
 
 
 @dataclass
@@ -129,7 +130,8 @@ def partial_text(
             keep[b.header - 1] = _header(b.stmt, new_lines[b.header - 1])
     spans = tuple(sorted((b.lo, b.hi) for b in blocks if id(b) in kept)) if closed else ()
     return PartialText(
-        "\n".join(keep), min(lo for lo, _ in edited), max(hi for _, hi in edited), spans, final=closed
+        "\n".join(keep), min(lo for lo, _ in edited), max(hi for _, hi in edited), spans, closed,
+        (start, old_end, new_end),
     )
 
 
@@ -213,7 +215,7 @@ def final_findings(
     if previous_analysis.broken:
         # The old text's error was repaired on its own line: the blocks it is not in were
         # analysed as usual, and their findings carry over, if it lies in a kept block.
-        start, old_end, new_end = changed_block(old_lines, new_lines)
+        start, old_end, new_end = part.changed
         delta = new_end - old_end
         for b in previous_analysis.broken:
             line = b.line if b.line <= start else b.line + delta if b.line > old_end else part.first

@@ -119,5 +119,17 @@ def contradictions(fact: TensorFact, real: torch.Tensor) -> list[str]:
     ]
 
 
+def assert_stated_facts_hold(analysis: Analysis, real_values: dict[Probe, list[Any]], probe: Probe) -> None:
+    """At `probe`, the engine states something, and nothing it states differs from the
+    real tensor of the probe's last run."""
+    real = real_values[probe][-1]
+    assert isinstance(real, torch.Tensor)
+    explanation = analysis.explain_at(probe.line, probe.col)
+    assert explanation is not None and explanation.expr == probe.name
+    assert explanation.fact is not None, f"`{probe.name}`: the engine knows nothing"
+    problems = contradictions(explanation.fact, real)
+    assert not problems, f"line {probe.line} `{probe.name}`: " + "; ".join(problems)
+
+
 def analyse(code: str) -> Analysis:
     return analyze_source(code, "<oracle>")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.analysis.oracle import analyse, contradictions, probes_of, run_for_real_all
+from tests.analysis.oracle import analyse, assert_stated_facts_hold, probes_of, run_for_real_all
 from tests.realcode import compare as realcompare
 
 # --------------------------------------------------------------------------- literal sizes
@@ -49,12 +49,7 @@ def literal() -> tuple[dict[Any, list[Any]], Any]:
 @pytest.mark.parametrize("probe", probes_of(LITERAL), ids=lambda p: f"{p.line}:{p.name}")
 def test_literal_facts_hold(literal: tuple[dict[Any, list[Any]], Any], probe: Any) -> None:
     real_values, analysis = literal
-    real = real_values[probe][-1]
-    assert isinstance(real, torch.Tensor)
-    explanation = analysis.explain_at(probe.line, probe.col)
-    assert explanation is not None and explanation.fact is not None, probe.name
-    problems = contradictions(explanation.fact, real)
-    assert not problems, f"line {probe.line} `{probe.name}`: " + "; ".join(problems)
+    assert_stated_facts_hold(analysis, real_values, probe)
 
 
 def test_literal_results_that_are_their_input(literal: tuple[dict[Any, list[Any]], Any]) -> None:
